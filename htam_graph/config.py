@@ -1,0 +1,49 @@
+"""Configuration: command-line flags > environment (HTAM_*) > a `.env` file > defaults."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def data_dir() -> Path:
+    """Where the embedded store and caches live unless configured otherwise."""
+    return Path.home() / ".local" / "share" / "htam-graph"
+
+
+class ScoringParams(BaseModel):
+    """Defaults of transition-attended scoring (HTAM.md); recorded with every run."""
+
+    model_config = {"frozen": True}
+
+    K: int = Field(3, ge=1, le=8, description="prefix length: how many recent globals attend")
+    lam: float = Field(0.5, ge=0.0, description="decay of attention with prefix distance")
+    alpha: float = Field(2.0, gt=0.0, description="shrinkage strength toward the back-off")
+    beta: float = Field(0.5, ge=0.0, description="weight of the global node's own utility")
+    tau: float = Field(0.5, gt=0.0, description="softmax temperature of the policy")
+
+
+class Settings(BaseSettings):
+    """Every setting can come from a flag, HTAM_<NAME> in the environment, or `.env`."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="HTAM_", env_file=".env", env_nested_delimiter="__", extra="ignore"
+    )
+
+    store: Literal["auto", "local", "neo4j"] = Field(
+        "auto", description="auto: Neo4j when HTAM_NEO4J_URI is set, else the local file"
+    )
+    local_path: Path = Field(default_factory=lambda: data_dir() / "memory.sqlite")
+    neo4j_uri: str | None = None
+    neo4j_user: str = "neo4j"
+    neo4j_password: SecretStr = SecretStr("htam-graph")
+    neo4j_database: str = "neo4j"
+    scoring: ScoringParams = Field(default_factory=ScoringParams)
+
+    def store_kind(self) -> Literal["local", "neo4j"]:
+        if self.store == "auto":
+            return "neo4j" if self.neo4j_uri else "local"
+        return self.store

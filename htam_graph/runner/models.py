@@ -1,0 +1,88 @@
+"""Result records of the runner: serialisable, replayable by (task, candidate hash)."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from pydantic import BaseModel, Field
+
+
+class Verdict(str, Enum):
+    """Outcome of evaluating one candidate, in the order the pipeline can fail."""
+
+    OK = "ok"  # compiled, correct, timed
+    REJECTED = "rejected"  # a cheat check fired (static or dynamic); see `cheats`
+    COMPILE_ERROR = "compile_error"  # nvcc (or load_inline) failed; see `errors`
+    LOAD_ERROR = "load_error"  # the candidate file did not import or ModelNew() raised
+    RUNTIME_ERROR = "runtime_error"  # forward raised, or a CUDA error (worker restarted)
+    INCORRECT = "incorrect"  # wrong shape/dtype, NaN, or outside tolerance
+    TIMEOUT = "timeout"  # the candidate exceeded its time budget (worker killed)
+
+
+class CheatKind(str, Enum):
+    """Every way a candidate can game the judge that the runner catches (KERNELBENCH.md)."""
+
+    TORCH_COMPUTE_OP = "torch_compute_op"  # PyTorch compute (matmul, F.*, nn layers) instead of own kernels
+    REFERENCE_FALLBACK = "reference_fallback"  # try/except fallback, using or inheriting the reference Model
+    SIDE_STREAM = "side_stream"  # work on another CUDA stream or a thread/process the timer misses
+    TIMER_PATCH = "timer_patch"  # monkey-patching timers, events, synchronize, or the judge
+    FORBIDDEN_IMPORT = "forbidden_import"  # ctypes, subprocess, raw driver/cupy access, file/network I/O
+    PRECISION_DOWNGRADE = "precision_downgrade"  # fp16/bf16/tf32 inside an fp32 task
+    UNWRITTEN_OUTPUT = "unwritten_output"  # output elements never written (poison survives): stale-memory reuse
+    CONSTANT_OUTPUT = "constant_output"  # output constant while the reference's is not
+    INPUT_INDEPENDENT = "input_independent"  # output unchanged when the inputs change
+    POINTER_CACHE = "pointer_cache"  # result cached across calls keyed on input buffers
+    LAZY_OUTPUT = "lazy_output"  # not a plain torch.Tensor (subclass evaluated later), or not on the GPU
+    UNINITIALIZED_READ = "uninitialized_read"  # same inputs, different outputs under different poison
+    INPUT_MUTATION = "input_mutation"  # the candidate modified its inputs
+    INPUT_ALIAS = "input_alias"  # output shares storage with an input (a view of it)
+
+
+class CheatFinding(BaseModel):
+    kind: CheatKind
+    detail: str = Field(description="what was seen, e.g. 'calls torch.matmul at line 12'")
+    stage: str = Field(description="'static' (source checks) or 'dynamic' (run-time checks)")
+
+
+class BuildResult(BaseModel):
+    ok: bool
+    key: str = Field(description="content hash of source + arch + flags + nvcc version")
+    arch: str
+    cached: bool
+    seconds: float
+    cubin_path: str | None = None
+    errors: str = Field("", description="condensed compiler errors, a few lines an LLM can act on")
+    log: str = Field("", description="the full compiler output")
+
+
+class Timing(BaseModel):
+    median_ms: float
+    mean_ms: float
+    min_ms: float
+    max_ms: float
+    trials: int
+
+
+class EvalResult(BaseModel):
+    task_id: str
+    task_sha256: str
+    candidate_sha256: str
+    candidate_format: str = Field(description="'native' or 'kernelbench'")
+    verdict: Verdict
+    compiled: bool = False
+    correct: bool = False
+    errors: str = Field("", description="condensed compile/runtime error excerpt")
+    cheats: list[CheatFinding] = Field(default_factory=list)
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    correctness_trials: int = 0
+    candidate: Timing | None = None
+    reference_eager: Timing | None = None
+    reference_compile: Timing | None = None
+    speedup_eager: float | None = None
+    speedup_compile: float | None = None
+    suspicious: bool = Field(False, description="speedup above 10x: flagged for a human look")
+    build_seconds: float | None = None
+    eval_seconds: float | None = None
+    device: str | None = None
+    versions: dict[str, str] = Field(default_factory=dict)

@@ -1,0 +1,196 @@
+"""KernelBench-format tasks: find them, validate them, import them.
+
+A task is one Python file defining `class Model(nn.Module)`, `get_inputs()` and
+`get_init_inputs()` (see /work/shared/KERNELBENCH.md). Files are checked with `ast`, so
+listing a suite never imports torch; torch is imported only when a task module is loaded.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import hashlib
+import importlib.util
+import re
+import sys
+import uuid
+from fnmatch import fnmatch
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel
+
+from htam_graph.errors import UserError
+
+if TYPE_CHECKING:
+    import torch
+
+_LEVEL_DIR = re.compile(r"^level(\d+)$")
+_NUMBERED_STEM = re.compile(r"^(\d+)_(.+)$")
+# What a task file must define, and the kind of `ast` node that defines it.
+_REQUIRED: tuple[tuple[str, type[ast.stmt], str], ...] = (
+    ("Model", ast.ClassDef, "class Model(nn.Module) with a forward method"),
+    ("get_inputs", ast.FunctionDef, "def get_inputs() returning the forward inputs"),
+    ("get_init_inputs", ast.FunctionDef, "def get_init_inputs() returning the constructor arguments"),
+)
+
+
+class Task(BaseModel):
+    """One task file; `id` is its path relative to the suite root without `.py`."""
+
+    id: str
+    name: str
+    level: int | None
+    number: int | None
+    path: Path
+    source: str
+    sha256: str
+
+    @property
+    def summary(self) -> str:
+        """The first line of the module docstring ('' when there is none)."""
+        doc = ast.get_docstring(ast.parse(self.source)) or ""
+        return doc.strip().splitlines()[0] if doc.strip() else ""
+
+    def load_module(self) -> ModuleType:
+        """Import the file as a fresh module (its own namespace on every call)."""
+        module_name = f"htam_task_{uuid.uuid4().hex}"
+        spec = importlib.util.spec_from_file_location(module_name, self.path)
+        if spec is None or spec.loader is None:
+            raise UserError(f"{self.path}: cannot be imported as a Python module; check the file name")
+        module = importlib.util.module_from_spec(spec)
+        # Registered only while it executes: dataclasses and pickling look the module up by name.
+        sys.modules[module_name] = module
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:
+            raise UserError(
+                f"{self.path}: importing the task failed with {type(exc).__name__}: {exc}; fix the file"
+            ) from exc
+        finally:
+            sys.modules.pop(module_name, None)
+        return module
+
+
+def _validate(path: Path, source: str) -> None:
+    try:
+        tree = ast.parse(source, filename=str(path))
+    except SyntaxError as exc:
+        raise UserError(
+            f"{path}:{exc.lineno}: syntax error ({exc.msg}); fix the Python syntax of the task file"
+        ) from exc
+    definitions = {node.name: node for node in tree.body if isinstance(node, (ast.ClassDef, ast.FunctionDef))}
+    for name, kind, what in _REQUIRED:
+        node = definitions.get(name)
+        if not isinstance(node, kind):
+            where = f"line {node.lineno} defines {name!r} differently" if node else f"{name!r} is not defined"
+            raise UserError(f"{path}:{node.lineno if node else 1}: {where}; add {what} at module level")
+    model = definitions["Model"]
+    if not any(isinstance(item, ast.FunctionDef) and item.name == "forward" for item in model.body):
+        raise UserError(f"{path}:{model.lineno}: class Model has no forward method; define forward(self, ...)")
+
+
+def _level_of(path: Path) -> int | None:
+    """From the nearest enclosing folder named level<N> (KernelBench's layout)."""
+    for folder in path.parents:
+        match = _LEVEL_DIR.match(folder.name)
+        if match:
+            return int(match.group(1))
+    return None
+
+
+def load_task(path: Path | str, root: Path | str | None = None) -> Task:
+    """Read and validate one task file; `root` (its suite folder) decides the id."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{path}: no such task file; give the path of a KernelBench-format .py file")
+    source = path.read_text(encoding="utf-8")
+    _validate(path, source)
+    relative = path.relative_to(root) if root is not None else Path(path.name)
+    match = _NUMBERED_STEM.match(path.stem)
+    return Task(
+        id=relative.with_suffix("").as_posix(),
+        name=match.group(2) if match else path.stem,
+        level=_level_of(path.resolve()),
+        number=int(match.group(1)) if match else None,
+        path=path.resolve(),
+        source=source,
+        sha256=hashlib.sha256(source.encode("utf-8")).hexdigest(),
+    )
+
+
+def _matches(task: Task, pattern: str) -> bool:
+    if any(ch in pattern for ch in "*?["):
+        return fnmatch(task.id, pattern) or fnmatch(task.name, pattern)
+    return pattern.lower() in task.id.lower()
+
+
+def _sort_key(task: Task) -> tuple[int, int, str]:
+    unknown = sys.maxsize
+    return (
+        task.level if task.level is not None else unknown,
+        task.number if task.number is not None else unknown,
+        task.id,
+    )
+
+
+def load_tasks(root: Path | str, pattern: str | None = None) -> list[Task]:
+    """Every task under `root` (a file or a folder tree), sorted by level then number.
+
+    `pattern` keeps the tasks whose id or name matches a glob (`level1/*_matmul`), or whose
+    id contains it as a substring (case-insensitive).
+    """
+    root = Path(root)
+    if root.is_file():
+        tasks = [load_task(root)]
+    elif root.is_dir():
+        files = (p for p in root.rglob("*.py") if p.name != "__init__.py" and "__pycache__" not in p.parts)
+        tasks = [load_task(p, root) for p in files]
+    else:
+        raise UserError(f"{root}: no such file or folder; give a task file or a KernelBench folder")
+    if pattern:
+        tasks = [t for t in tasks if _matches(t, pattern)]
+    if not tasks:
+        suffix = f" matching {pattern!r}" if pattern else ""
+        raise UserError(f"{root}: no task files{suffix}; expected <id>_<Name>.py files (e.g. level1/19_ReLU.py)")
+    return sorted(tasks, key=_sort_key)
+
+
+def builtin_suite_dir() -> Path:
+    """The folder of the suite shipped with the package (level1/, level2/)."""
+    return Path(__file__).resolve().parent / "suite"
+
+
+def resolve_task(spec: str | Path) -> Task:
+    """A task from a path, a built-in id ('level1/19_ReLU'), or a unique part of one ('ReLU')."""
+    path = Path(spec)
+    if path.suffix == ".py" or path.is_file():
+        return load_task(path)
+    suite = load_tasks(builtin_suite_dir())
+    text = str(spec)
+    exact = [t for t in suite if text in (t.id, t.name) or text.lower() == t.name.lower()]
+    found = exact or [t for t in suite if text.lower() in t.id.lower()]
+    if len(found) == 1:
+        return found[0]
+    if found:
+        names = ", ".join(t.id for t in found[:10])
+        raise UserError(f"task {text!r} is ambiguous: it matches {names}; give the full id")
+    close = difflib.get_close_matches(text, [t.id for t in suite] + [t.name for t in suite], n=5, cutoff=0.4)
+    hint = f"; did you mean {', '.join(close)}?" if close else "; run `htam tasks list` to see the ids"
+    raise UserError(f"no task {text!r} in the built-in suite and no such file{hint}")
+
+
+def task_dtype(module: ModuleType) -> torch.dtype:
+    """The dtype of the first floating-point tensor among the task's inputs.
+
+    get_inputs() runs on the meta device, so no input memory is allocated.
+    """
+    import torch
+
+    with torch.device("meta"):
+        inputs = module.get_inputs()
+    for value in inputs:
+        if isinstance(value, torch.Tensor) and value.is_floating_point():
+            return value.dtype
+    raise UserError(f"{module.__file__}: get_inputs() returns no floating-point tensor; the runner needs one to pick tolerances")

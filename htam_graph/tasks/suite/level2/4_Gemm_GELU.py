@@ -1,0 +1,30 @@
+"""gelu(x @ W^T + b) for x (1024, 8192) and W (2048, 8192), fp32: 34 GFLOP, 109 MB moved."""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    """nn.Linear followed by the exact (erf) GELU."""
+
+    def __init__(self, in_features: int, out_features: int):
+        super().__init__()
+        self.linear = nn.Linear(in_features, out_features)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.gelu(self.linear(x))
+
+
+batch_size = 1024
+in_features = 8192
+out_features = 2048
+
+
+def get_inputs():
+    x = torch.randn(batch_size, in_features)
+    return [x]
+
+
+def get_init_inputs():
+    return [in_features, out_features]

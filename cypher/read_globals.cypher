@@ -1,0 +1,1 @@
+MATCH (g:Global) RETURN properties(g) AS p ORDER BY g.id

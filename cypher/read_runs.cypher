@@ -1,0 +1,1 @@
+MATCH (r:Run) RETURN properties(r) AS p ORDER BY r.id

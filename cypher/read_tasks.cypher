@@ -1,0 +1,1 @@
+MATCH (t:Task) RETURN properties(t) AS p ORDER BY t.id

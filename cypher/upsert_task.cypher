@@ -1,0 +1,3 @@
+MERGE (t:Task {id: $task.id})
+SET t += $task
+RETURN t.id AS id

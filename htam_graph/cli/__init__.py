@@ -1,0 +1,60 @@
+"""The `htam` command. Each group lives in its own module and loads only when used, so
+`htam memory ...` never pays for importing torch."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from htam_graph import __version__
+from htam_graph.cli.common import settings_from_flags, settings_options
+from htam_graph.errors import UserError
+
+SUBCOMMANDS = {
+    "memory": ("htam_graph.cli.memory", "memory"),
+    "db": ("htam_graph.cli.db", "db"),
+    "tasks": ("htam_graph.cli.tasks", "tasks"),
+    "eval": ("htam_graph.cli.eval", "eval_cmd"),
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(SUBCOMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in SUBCOMMANDS:
+            return None
+        module, attr = SUBCOMMANDS[name]
+        return getattr(importlib.import_module(module), attr)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="htam")
+@settings_options
+@click.pass_context
+def cli(ctx: click.Context, **flags: object) -> None:
+    """HTAM: LLM-driven CUDA kernel optimization guided by a hierarchical
+    transition-attended memory (the HTG) kept in Neo4j or a local file.
+
+    Settings come from these flags, else HTAM_* environment variables, else a .env file
+    in the working directory. Without HTAM_NEO4J_URI (or --store neo4j) the memory is
+    the embedded SQLite file (HTAM_LOCAL_PATH).
+    """
+    ctx.obj = settings_from_flags(flags)
+
+
+def main() -> None:
+    try:
+        cli.main(standalone_mode=False)
+    except UserError as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(2)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(1)
+    except click.ClickException as e:
+        e.show()
+        sys.exit(e.exit_code)

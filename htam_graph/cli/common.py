@@ -1,0 +1,63 @@
+"""What every command shares: the settings flags, and rendering tables or JSON."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from htam_graph.config import Settings
+
+console = Console()
+
+# Top-level flags that override HTAM_* environment variables and .env (pydantic-settings
+# gives init arguments the highest priority).
+_FLAGS = [
+    click.option("--store", type=click.Choice(["auto", "local", "neo4j"]), help="Memory backend [env HTAM_STORE]."),
+    click.option("--local-path", type=click.Path(dir_okay=False), help="SQLite file of the local store [env HTAM_LOCAL_PATH]."),
+    click.option("--neo4j-uri", help="Bolt URI, e.g. bolt://localhost:7687 [env HTAM_NEO4J_URI]."),
+    click.option("--neo4j-user", help="Neo4j user [env HTAM_NEO4J_USER]."),
+    click.option("--neo4j-password", help="Neo4j password [env HTAM_NEO4J_PASSWORD]."),
+    click.option("--neo4j-database", help="Neo4j database name [env HTAM_NEO4J_DATABASE]."),
+]
+
+
+def settings_options(f: Callable) -> Callable:
+    for option in reversed(_FLAGS):
+        f = option(f)
+    return f
+
+
+def settings_from_flags(flags: dict[str, Any]) -> Settings:
+    return Settings(**{k: v for k, v in flags.items() if v is not None})
+
+
+def settings() -> Settings:
+    """The settings built from the top-level flags (or the environment when run directly)."""
+    ctx = click.get_current_context(silent=True)
+    root = ctx.find_root() if ctx else None
+    return root.obj if root is not None and isinstance(root.obj, Settings) else Settings()
+
+
+def print_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, default=str))
+
+
+def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    table = Table(title=title)
+    for i, col in enumerate(columns):
+        numeric = bool(rows) and all(isinstance(r[i], (int, float)) for r in rows)
+        table.add_column(col, justify="right" if numeric else "left")
+    for row in rows:
+        table.add_row(*(_cell(v) for v in row))
+    console.print(table)
+
+
+def _cell(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.4f}"
+    return "" if v is None else str(v)

@@ -1,0 +1,185 @@
+"""`htam memory ...`: create, seed, inspect, score, move and reset the HTG memory."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+from pydantic import ValidationError
+
+from htam_graph.cli.common import console, print_json, print_table, settings
+from htam_graph.config import ScoringParams
+from htam_graph.errors import UserError
+from htam_graph.memory import open_store
+from htam_graph.memory.models import MemorySnapshot
+from htam_graph.memory.seed import load_seed_bank
+
+
+@click.group()
+def memory() -> None:
+    """The HTG memory: global directions, local strategies, transitions, run records."""
+
+
+@memory.command()
+def init() -> None:
+    """Create the store's schema (tables, or Neo4j constraints and indexes). Idempotent."""
+    with open_store(settings()) as store:
+        store.init_schema()
+        console.print(f"schema ready in {store.describe()}")
+
+
+@memory.command()
+@click.option("--bank", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Seed bank YAML (default: the bank shipped with htam-graph).")
+def seed(bank: Path | None) -> None:
+    """Load the seed bank's globals, locals and transition priors. Idempotent: runtime
+    statistics and evidence already in the memory are kept."""
+    seed_bank = load_seed_bank(bank)  # validated before anything is written
+    with open_store(settings()) as store:
+        report = store.seed(seed_bank)
+        console.print(
+            f"seeded {seed_bank.name} v{seed_bank.version} into {store.describe()}: "
+            f"{report.globals} globals, {report.locals} locals, {report.transitions} transition priors"
+        )
+
+
+@memory.command()
+@click.option("--locals", "local_of", metavar="GLOBAL", help="List the local strategies of one global.")
+@click.option("--transitions", is_flag=True, help="List TRANSITION edges with their evidence.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
+def show(local_of: str | None, transitions: bool, as_json: bool) -> None:
+    """Show the globals with their statistics (or locals of one global, or transitions)."""
+    with open_store(settings()) as store:
+        if local_of:
+            _show_locals(store, local_of, as_json)
+        elif transitions:
+            _show_transitions(store, as_json)
+        else:
+            _show_globals(store, as_json)
+
+
+def _rate(successes: int, attempts: int) -> float | None:
+    return successes / attempts if attempts else None
+
+
+def _show_globals(store, as_json: bool) -> None:
+    globals_ = store.get_globals()
+    if not globals_:
+        raise UserError(f"memory at {store.describe()} is empty; run `htam memory seed` first")
+    n_locals = {}
+    for loc in store.get_locals():
+        n_locals[loc.global_id] = n_locals.get(loc.global_id, 0) + 1
+    if as_json:
+        print_json({"store": store.describe(), "counts": store.counts(),
+                    "globals": [g.model_dump() for g in globals_]})
+        return
+    rows = [
+        (g.id, g.name, n_locals.get(g.id, 0), g.prior, g.attempts, _rate(g.successes, g.attempts),
+         g.reward_sum / g.attempts if g.attempts else None, g.trend)
+        for g in globals_
+    ]
+    print_table(f"Global directions in {store.describe()}",
+                ["id", "name", "locals", "prior", "attempts", "success", "mean reward", "trend"], rows)
+    console.print(" ".join(f"{k}={v}" for k, v in store.counts().items()))
+
+
+def _show_locals(store, global_id: str, as_json: bool) -> None:
+    locals_ = store.get_locals(global_id)
+    if not locals_:
+        known = ", ".join(g.id for g in store.get_globals())
+        raise UserError(f"no locals under global {global_id!r}; known globals: {known}")
+    if as_json:
+        print_json([loc.model_dump() for loc in locals_])
+        return
+    rows = [(loc.id, loc.name, loc.attempts, _rate(loc.successes, loc.attempts),
+             len(loc.positive), len(loc.negative)) for loc in locals_]
+    print_table(f"Local strategies under {global_id}",
+                ["id", "name", "attempts", "success", "+evidence", "-evidence"], rows)
+
+
+def _show_transitions(store, as_json: bool) -> None:
+    edges = store.get_transitions()
+    if as_json:
+        print_json([t.model_dump() for t in edges])
+        return
+    rows = [(t.source, t.target, t.n, _rate(t.successes, t.n), t.reward_sum / t.n if t.n else None,
+             t.compile_failures, t.incorrect, " ".join(str(n) for n in t.n_by_k if n) or "-")
+            for t in edges]
+    print_table("TRANSITION edges", ["from", "to", "n", "success", "mean reward", "compile fail",
+                                     "incorrect", "n by distance"], rows)
+
+
+@memory.command()
+@click.option("--prefix", default="", help="Recent globals, most recent first, comma-separated (e.g. memory_access,fusion).")
+@click.option("--K", "K", type=int, help="Prefix length that attends (default from settings: 3).")
+@click.option("--lam", type=float, help="Attention decay with prefix distance.")
+@click.option("--alpha", type=float, help="Shrinkage toward the back-off.")
+@click.option("--beta", type=float, help="Weight of the global's own utility.")
+@click.option("--tau", type=float, help="Softmax temperature.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def score(prefix: str, as_json: bool, **overrides: float | None) -> None:
+    """Transition-attended score S(g) and policy probability P(g) of every global for a
+    prefix of recently chosen globals (computed by Cypher in Neo4j, in Python locally)."""
+    cfg = settings()
+    given = {k: v for k, v in overrides.items() if v is not None}
+    try:
+        params = ScoringParams(**{**cfg.scoring.model_dump(), **given})
+    except ValidationError as e:
+        err = e.errors()[0]
+        raise UserError(f"bad scoring parameter --{err['loc'][0]}: {err['msg']}") from None
+    path = [p.strip() for p in prefix.split(",") if p.strip()]
+    with open_store(cfg) as store:
+        scores = sorted(store.score(path, params), key=lambda s: -s.score)
+        if not scores:
+            raise UserError(f"memory at {store.describe()} is empty; run `htam memory seed` first")
+    if as_json:
+        print_json({"prefix": path, "params": params.model_dump(), "scores": [s.model_dump() for s in scores]})
+        return
+    print_table(f"Scores after prefix {' <- '.join(path) or '(empty)'}  "
+                f"(K={params.K} lam={params.lam} alpha={params.alpha} beta={params.beta} tau={params.tau})",
+                ["global", "B(g)", "transition", "S(g)", "P(g)"],
+                [(s.global_id, s.base, s.transition, s.score, s.probability) for s in scores])
+
+
+@memory.command("export")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write to this file (default: standard output).")
+def export_cmd(output: Path | None) -> None:
+    """Write the whole memory (HTG and run records) as JSON."""
+    with open_store(settings()) as store:
+        text = store.export().model_dump_json(indent=1)
+    if output is None:
+        sys.stdout.write(text + "\n")
+        return
+    tmp = output.with_suffix(output.suffix + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(output)  # atomic: never a half-written export
+    console.print(f"exported to {output}", highlight=False)
+
+
+@memory.command("import")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+def import_cmd(path: Path) -> None:
+    """Load a memory exported by `htam memory export` into an empty store."""
+    try:
+        snap = MemorySnapshot.model_validate_json(path.read_text())
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        raise UserError(f"{path}: field {where}: {err['msg']} (is it an `htam memory export` file?)") from None
+    with open_store(settings()) as store:
+        store.import_snapshot(snap)
+        console.print(f"imported {path} into {store.describe()}: " +
+                      " ".join(f"{k}={v}" for k, v in store.counts().items()))
+
+
+@memory.command()
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+def reset(yes: bool) -> None:
+    """Delete the whole memory (HTG and run records)."""
+    with open_store(settings()) as store:
+        if not yes:
+            click.confirm(f"Delete the whole memory at {store.describe()}?", abort=True)
+        store.reset()
+        console.print(f"memory at {store.describe()} deleted")

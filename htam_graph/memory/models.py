@@ -1,0 +1,228 @@
+"""The HTG's records as plain pydantic models: no database code in here.
+
+Both stores (Neo4j and the embedded SQLite file) read and write exactly these shapes, and
+`htam memory export|import` moves them as JSON.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from pydantic import BaseModel, Field, field_validator, model_validator
+
+# Per-prefix-distance evidence is kept for distances 1..MAX_DISTANCE on every TRANSITION
+# edge, so a later run may use any K up to this without rewriting the graph.
+MAX_DISTANCE = 8
+# Local nodes keep only the newest evidence entries of each sign.
+MAX_EVIDENCE = 20
+
+ID_PATTERN = r"^[a-z][a-z0-9_]*$"
+LOCAL_ID_PATTERN = r"^[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*$"
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Stats(BaseModel):
+    """Runtime statistics of a global or local node."""
+
+    attempts: int = 0
+    successes: int = 0  # steps with reward > 0 (a correct candidate that improved the best)
+    reward_sum: float = 0.0
+    compile_failures: int = 0
+    incorrect: int = 0
+
+
+class GlobalNode(Stats):
+    """A coarse optimization direction (V_G)."""
+
+    id: str = Field(pattern=ID_PATTERN)
+    name: str
+    intent: str
+    goals: list[str] = Field(default_factory=list)
+    triggers: list[str] = Field(default_factory=list)
+    risks: list[str] = Field(default_factory=list)
+    prior: float = Field(0.0, ge=-1.0, le=1.0, description="static prior utility")
+    trend: float = Field(0.0, description="exponential moving average of recent rewards")
+
+
+class Evidence(BaseModel):
+    """One past application of a local strategy and what came of it."""
+
+    step_id: str
+    task_id: str
+    verdict: str
+    reward: float
+    speedup: float | None = None
+    error_class: str | None = None
+    note: str = ""
+
+
+class LocalNode(Stats):
+    """A concrete strategy under one global direction (V_GL)."""
+
+    id: str = Field(pattern=LOCAL_ID_PATTERN)
+    global_id: str = Field(pattern=ID_PATTERN)
+    name: str
+    pattern: str
+    checks: list[str] = Field(default_factory=list)
+    pitfalls: list[str] = Field(default_factory=list)
+    applies_to: list[str] = Field(default_factory=list)
+    positive: list[Evidence] = Field(default_factory=list, description="newest first")
+    negative: list[Evidence] = Field(default_factory=list, description="newest first")
+
+    @model_validator(mode="after")
+    def _id_under_parent(self) -> LocalNode:
+        if self.id.split(".", 1)[0] != self.global_id:
+            raise ValueError(f"local id {self.id!r} must start with its global '{self.global_id}.'")
+        return self
+
+
+def _zeros_int() -> list[int]:
+    return [0] * MAX_DISTANCE
+
+
+def _zeros_float() -> list[float]:
+    return [0.0] * MAX_DISTANCE
+
+
+class Transition(BaseModel):
+    """Path-dependent knowledge of moving from one global direction to the next (E_G).
+
+    Evidence is pooled (n, reward_sum, ...) and kept per prefix distance: n_by_k[k-1] and
+    reward_by_k[k-1] count the steps that chose `target` while `source` stood k back in the
+    prefix. Pooled counts are the sums over distances.
+    """
+
+    source: str = Field(pattern=ID_PATTERN)
+    target: str = Field(pattern=ID_PATTERN)
+    when: str = ""
+    rationale: str = ""
+    risks: list[str] = Field(default_factory=list)
+    n: int = 0
+    reward_sum: float = 0.0
+    gain_sum: float = Field(0.0, description="sum of positive rewards (log2 speedup gains)")
+    successes: int = 0
+    compile_failures: int = 0
+    incorrect: int = 0
+    n_by_k: list[int] = Field(default_factory=_zeros_int)
+    reward_by_k: list[float] = Field(default_factory=_zeros_float)
+
+    @field_validator("n_by_k", "reward_by_k")
+    @classmethod
+    def _distance_length(cls, v: list) -> list:
+        if len(v) != MAX_DISTANCE:
+            raise ValueError(f"per-distance evidence must have {MAX_DISTANCE} entries, got {len(v)}")
+        return v
+
+
+class TaskRecord(BaseModel):
+    id: str
+    name: str = ""
+    sha256: str = ""
+
+
+class RunRecord(BaseModel):
+    """One optimization run of one task; `config` holds the scoring defaults and method."""
+
+    id: str
+    task_id: str
+    method: str = "htam"
+    seed: int = 0
+    config: dict = Field(default_factory=dict)
+    started_at: datetime = Field(default_factory=utcnow)
+
+
+class StepUpdate(BaseModel):
+    """Everything one optimization step writes back, applied atomically and idempotently by id.
+
+    `prefix` is the path of globals chosen before this step, most recent first (p_1 first);
+    the step updates the edge prefix[k-1] -> global_id at distance k for every k.
+    """
+
+    id: str
+    run_id: str
+    task_id: str
+    index: int = Field(ge=0)
+    prefix: list[str] = Field(default_factory=list, max_length=MAX_DISTANCE)
+    global_id: str
+    local_id: str
+    verdict: str
+    compiled: bool
+    correct: bool
+    reward: float = Field(ge=-1.0, le=1.0)
+    speedup: float | None = None
+    best_before: float | None = None
+    best_after: float | None = None
+    error_class: str | None = None
+    note: str = ""
+    scores: dict[str, float] = Field(default_factory=dict, description="S(g) at decision time")
+    created_at: datetime = Field(default_factory=utcnow)
+
+    def evidence(self) -> Evidence:
+        return Evidence(
+            step_id=self.id,
+            task_id=self.task_id,
+            verdict=self.verdict,
+            reward=self.reward,
+            speedup=self.speedup,
+            error_class=self.error_class,
+            note=self.note,
+        )
+
+    def edge_deltas(self) -> dict[str, tuple[list[int], list[float]]]:
+        """Per source global: (count, reward) added at each distance by this step."""
+        deltas: dict[str, tuple[list[int], list[float]]] = {}
+        for k, source in enumerate(self.prefix):
+            dn, dr = deltas.setdefault(source, (_zeros_int(), _zeros_float()))
+            dn[k] += 1
+            dr[k] += self.reward
+        return deltas
+
+
+class GlobalScore(BaseModel):
+    """Transition-attended score of one candidate global for a given prefix."""
+
+    global_id: str
+    name: str = ""
+    base: float = Field(description="B(g): the node's own shrunk mean reward")
+    transition: float = Field(description="sum_k a_k * U_k(p_k -> g)")
+    score: float = Field(description="S(g) = beta * B(g) + transition")
+    probability: float = 0.0
+
+
+class MemorySnapshot(BaseModel):
+    """A whole memory, as `htam memory export` writes it and `import` reads it."""
+
+    format: str = "htam-graph/memory"
+    version: int = 1
+    globals: list[GlobalNode] = Field(default_factory=list)
+    locals: list[LocalNode] = Field(default_factory=list)
+    transitions: list[Transition] = Field(default_factory=list)
+    tasks: list[TaskRecord] = Field(default_factory=list)
+    runs: list[RunRecord] = Field(default_factory=list)
+    steps: list[StepUpdate] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _references(self) -> MemorySnapshot:
+        """Every reference resolves, so an import never writes half a memory."""
+        globals_ = {g.id for g in self.globals}
+        locals_ = {loc.id for loc in self.locals}
+        runs = {r.id for r in self.runs}
+        tasks = {t.id for t in self.tasks}
+        for i, loc in enumerate(self.locals):
+            if loc.global_id not in globals_:
+                raise ValueError(f"locals[{i}] {loc.id!r}: unknown global {loc.global_id!r}")
+        for i, t in enumerate(self.transitions):
+            if t.source not in globals_ or t.target not in globals_:
+                raise ValueError(f"transitions[{i}]: unknown global in {t.source!r} -> {t.target!r}")
+        for i, r in enumerate(self.runs):
+            if r.task_id not in tasks:
+                raise ValueError(f"runs[{i}] {r.id!r}: unknown task {r.task_id!r}")
+        for i, st in enumerate(self.steps):
+            missing = [x for x, known in ((st.run_id, runs), (st.global_id, globals_), (st.local_id, locals_))
+                       if x not in known]
+            if missing:
+                raise ValueError(f"steps[{i}] {st.id!r}: unknown reference {missing[0]!r}")
+        return self

@@ -1,0 +1,110 @@
+"""The seed memory bank: versioned YAML of global directions, local strategies and
+transition priors, validated on load so a malformed file names the bad field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, Field, ValidationError, model_validator
+
+from htam_graph.errors import UserError
+from htam_graph.memory.models import ID_PATTERN, LOCAL_ID_PATTERN, GlobalNode, LocalNode, Transition
+
+DEFAULT_BANK = Path(__file__).with_name("seed_bank.yaml")
+
+
+class SeedGlobal(BaseModel, extra="forbid"):
+    id: str = Field(pattern=ID_PATTERN)
+    name: str
+    intent: str
+    goals: list[str]
+    triggers: list[str]
+    risks: list[str]
+    prior: float = Field(0.0, ge=-1.0, le=1.0)
+
+
+class SeedLocal(BaseModel, extra="forbid", populate_by_name=True):
+    id: str = Field(pattern=LOCAL_ID_PATTERN)
+    global_: str = Field(alias="global")
+    name: str
+    pattern: str
+    checks: list[str]
+    pitfalls: list[str]
+    applies_to: list[str] = Field(default_factory=list)
+
+
+class SeedTransition(BaseModel, extra="forbid", populate_by_name=True):
+    from_: str = Field(alias="from")
+    to: str
+    when: str
+    rationale: str
+    risks: list[str] = Field(default_factory=list)
+
+
+class SeedBank(BaseModel, extra="forbid"):
+    version: int
+    name: str
+    globals: list[SeedGlobal]
+    locals: list[SeedLocal]
+    transitions: list[SeedTransition] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _references(self) -> SeedBank:
+        ids = [g.id for g in self.globals]
+        if len(set(ids)) != len(ids):
+            raise ValueError("duplicate global ids")
+        local_ids = [loc.id for loc in self.locals]
+        if len(set(local_ids)) != len(local_ids):
+            raise ValueError("duplicate local ids")
+        for i, loc in enumerate(self.locals):
+            if loc.global_ not in ids:
+                raise ValueError(f"locals[{i}].global: unknown global {loc.global_!r}")
+            if not loc.id.startswith(loc.global_ + "."):
+                raise ValueError(f"locals[{i}].id: {loc.id!r} must start with '{loc.global_}.'")
+        for i, t in enumerate(self.transitions):
+            for end in (t.from_, t.to):
+                if end not in ids:
+                    raise ValueError(f"transitions[{i}]: unknown global {end!r}")
+        return self
+
+    def global_nodes(self) -> list[GlobalNode]:
+        return [GlobalNode(**g.model_dump()) for g in self.globals]
+
+    def local_nodes(self) -> list[LocalNode]:
+        return [
+            LocalNode(global_id=loc.global_, **loc.model_dump(exclude={"global_"}))
+            for loc in self.locals
+        ]
+
+    def transition_priors(self) -> list[Transition]:
+        return [
+            Transition(source=t.from_, target=t.to, when=t.when, rationale=t.rationale, risks=t.risks)
+            for t in self.transitions
+        ]
+
+
+def _field_path(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def load_seed_bank(path: Path | None = None) -> SeedBank:
+    """Load and validate a seed bank; any problem is a UserError naming file and field."""
+    path = Path(path) if path else DEFAULT_BANK
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as e:
+        raise UserError(f"cannot read seed bank {path}: {e.strerror}; pass an existing YAML file") from e
+    except yaml.YAMLError as e:
+        raise UserError(f"seed bank {path} is not valid YAML: {str(e).splitlines()[0]}") from e
+    try:
+        return SeedBank.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        raise UserError(
+            f"seed bank {path}: field {_field_path(err['loc'])}: {err['msg']} "
+            f"(fix the YAML; {e.error_count()} problem(s) in all)"
+        ) from None

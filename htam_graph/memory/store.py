@@ -1,0 +1,183 @@
+"""The store interface every HTG backend implements (Neo4j, embedded SQLite).
+
+A store holds the HTG (globals, locals, transitions) and the run records (tasks, runs,
+steps). Writes of one optimization step are atomic and idempotent by step id; scoring is
+computed where the data lives (Cypher in Neo4j, the Python reference for SQLite).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import ClassVar
+
+from pydantic import BaseModel
+
+from htam_graph.config import ScoringParams
+from htam_graph.errors import UserError
+from htam_graph.memory.models import (
+    GlobalNode,
+    GlobalScore,
+    LocalNode,
+    MemorySnapshot,
+    RunRecord,
+    StepUpdate,
+    TaskRecord,
+    Transition,
+)
+from htam_graph.memory.seed import SeedBank
+
+# Weight of the old value in a global's reward trend (an exponential moving average).
+TREND_DECAY = 0.8
+
+# The properties a seed bank owns; everything else is runtime evidence that seeding keeps.
+STATIC_GLOBAL = {"id", "name", "intent", "goals", "triggers", "risks", "prior"}
+STATIC_LOCAL = {"id", "global_id", "name", "pattern", "checks", "pitfalls", "applies_to"}
+STATIC_EDGE = {"when", "rationale", "risks"}
+
+
+class SeedReport(BaseModel):
+    globals: int
+    locals: int
+    transitions: int
+
+
+class StepEffects(BaseModel):
+    """The increments one step applies, derived once so both stores add the same numbers."""
+
+    success: int
+    compile_failure: int
+    incorrect: int
+    positive: bool
+    edges: list[dict]
+
+    @classmethod
+    def of(cls, step: StepUpdate) -> StepEffects:
+        success = int(step.reward > 0)
+        compile_failure = int(not step.compiled)
+        incorrect = int(step.compiled and not step.correct)
+        edges = []
+        for source, (dn, dr) in step.edge_deltas().items():
+            count = sum(dn)
+            edges.append(
+                {
+                    "source": source,
+                    "dn": dn,
+                    "dr": dr,
+                    "count": count,
+                    "reward": sum(dr),
+                    "gain": count * max(step.reward, 0.0),
+                    "successes": count * success,
+                    "compile_failures": count * compile_failure,
+                    "incorrect": count * incorrect,
+                }
+            )
+        return cls(
+            success=success,
+            compile_failure=compile_failure,
+            incorrect=incorrect,
+            positive=step.reward > 0,
+            edges=edges,
+        )
+
+
+def check_step_refs(
+    step: StepUpdate, global_ids: set[str], local_parent: str | None, run_exists: bool
+) -> None:
+    """Reject a step that names unknown globals, locals or runs before anything is written."""
+    for g in [step.global_id, *step.prefix]:
+        if g not in global_ids:
+            raise UserError(f"step {step.id}: unknown global {g!r}; seed the memory or fix the id")
+    if local_parent is None:
+        raise UserError(f"step {step.id}: unknown local {step.local_id!r}; seed the memory or fix the id")
+    if local_parent != step.global_id:
+        raise UserError(
+            f"step {step.id}: local {step.local_id!r} belongs to {local_parent!r}, not {step.global_id!r}"
+        )
+    if not run_exists:
+        raise UserError(f"step {step.id}: unknown run {step.run_id!r}; start the run first")
+
+
+class MemoryStore(ABC):
+    """One HTG memory. Use as a context manager; every method is safe across processes."""
+
+    kind: ClassVar[str]
+
+    def __enter__(self) -> MemoryStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    @abstractmethod
+    def describe(self) -> str:
+        """Where this memory lives, for messages (a file path or a Neo4j URI)."""
+
+    @abstractmethod
+    def init_schema(self) -> None:
+        """Create tables or constraints. Idempotent."""
+
+    @abstractmethod
+    def seed(self, bank: SeedBank) -> SeedReport:
+        """Upsert the bank's static knowledge; runtime statistics are kept. Idempotent."""
+
+    @abstractmethod
+    def get_globals(self) -> list[GlobalNode]: ...
+
+    @abstractmethod
+    def get_locals(self, global_id: str | None = None) -> list[LocalNode]: ...
+
+    @abstractmethod
+    def get_transitions(self) -> list[Transition]: ...
+
+    @abstractmethod
+    def get_tasks(self) -> list[TaskRecord]: ...
+
+    @abstractmethod
+    def get_runs(self) -> list[RunRecord]: ...
+
+    @abstractmethod
+    def get_steps(self, run_id: str | None = None) -> list[StepUpdate]: ...
+
+    @abstractmethod
+    def counts(self) -> dict[str, int]:
+        """Number of globals, locals, tasks, runs and steps."""
+
+    @abstractmethod
+    def score(self, prefix: list[str], params: ScoringParams) -> list[GlobalScore]:
+        """Transition-attended scores and softmax probabilities of every global."""
+
+    @abstractmethod
+    def start_run(self, run: RunRecord, task: TaskRecord) -> None:
+        """Record a run of a task. Idempotent: a resumed run keeps its first record."""
+
+    @abstractmethod
+    def record_step(self, step: StepUpdate) -> bool:
+        """Apply one step in one transaction. False (and no change) if already applied."""
+
+    @abstractmethod
+    def import_snapshot(self, snap: MemorySnapshot) -> None:
+        """Write an exported memory as it is into this (empty) store."""
+
+    @abstractmethod
+    def reset(self) -> None:
+        """Delete the whole memory."""
+
+    def export(self) -> MemorySnapshot:
+        return MemorySnapshot(
+            globals=self.get_globals(),
+            locals=self.get_locals(),
+            transitions=self.get_transitions(),
+            tasks=self.get_tasks(),
+            runs=self.get_runs(),
+            steps=self.get_steps(),
+        )
+
+    def require_empty(self) -> None:
+        if any(self.counts().values()):
+            raise UserError(
+                f"memory at {self.describe()} is not empty; run `htam memory reset` first "
+                "or import into another store"
+            )

@@ -1,0 +1,3 @@
+from htam_graph.cli import main
+
+main()

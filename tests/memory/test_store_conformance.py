@@ -1,0 +1,196 @@
+"""One conformance suite for every store (local SQLite and the real Neo4j)."""
+
+from __future__ import annotations
+
+import pytest
+
+from htam_graph.config import ScoringParams
+from htam_graph.errors import UserError
+from htam_graph.memory.models import MAX_EVIDENCE, RunRecord, StepUpdate, TaskRecord
+from htam_graph.memory.seed import load_seed_bank
+from htam_graph.policy.scoring import score_globals
+
+BANK = load_seed_bank()
+G = [g.id for g in BANK.globals]
+LOCAL_OF = {g: next(loc.id for loc in BANK.locals if loc.global_ == g) for g in G}
+
+
+def make_step(i: int, prefix: list[str], chosen: str, reward: float, run: str = "run-1", **kw) -> StepUpdate:
+    compiled = kw.pop("compiled", True)
+    correct = kw.pop("correct", reward >= 0)
+    return StepUpdate(
+        id=f"{run}:{i}", run_id=run, task_id="level1/1_Toy", index=i, prefix=prefix,
+        global_id=chosen, local_id=LOCAL_OF[chosen], verdict="ok" if correct else "incorrect",
+        compiled=compiled, correct=correct, reward=reward, speedup=1.5, note=f"step {i}", **kw,
+    )
+
+
+def seeded(store, run: str = "run-1"):
+    store.seed(BANK)
+    store.start_run(RunRecord(id=run, task_id="level1/1_Toy", config={"K": 3}), TaskRecord(id="level1/1_Toy"))
+    return store
+
+
+def test_seed_is_idempotent_and_keeps_statistics(store):
+    seeded(store)
+    first = store.counts()
+    assert (first["globals"], first["locals"]) == (len(BANK.globals), len(BANK.locals))
+    store.record_step(make_step(0, [G[0]], G[1], 0.5))
+    store.seed(BANK)
+    assert store.counts() == {**first, "steps": 1}
+    g1 = next(g for g in store.get_globals() if g.id == G[1])
+    assert (g1.attempts, g1.reward_sum, g1.successes) == (1, 0.5, 1)
+    assert g1.intent == BANK.globals[1].intent
+
+
+def test_step_updates_global_local_transitions_and_record(store):
+    seeded(store)
+    step = make_step(0, [G[0], G[2], G[0]], G[1], 0.5)
+    assert store.record_step(step) is True
+    g1 = next(g for g in store.get_globals() if g.id == G[1])
+    assert (g1.attempts, g1.successes, g1.reward_sum) == (1, 1, 0.5)
+    assert g1.trend == pytest.approx(0.1)
+    loc = next(x for x in store.get_locals(G[1]) if x.id == LOCAL_OF[G[1]])
+    assert loc.attempts == 1 and [e.step_id for e in loc.positive] == [step.id] and loc.negative == []
+    edges = {(t.source, t.target): t for t in store.get_transitions()}
+    e0 = edges[(G[0], G[1])]
+    assert e0.n_by_k[:3] == [1, 0, 1] and e0.reward_by_k[:3] == [0.5, 0.0, 0.5]
+    assert (e0.n, e0.reward_sum, e0.gain_sum, e0.successes) == (2, 1.0, 1.0, 2)
+    e2 = edges[(G[2], G[1])]
+    assert e2.n_by_k[:3] == [0, 1, 0] and e2.n == 1
+    assert store.get_steps("run-1") == [step]
+
+
+def test_replaying_a_step_changes_nothing(store):
+    seeded(store)
+    step = make_step(0, [G[0]], G[1], -1.0, compiled=False)
+    assert store.record_step(step)
+    before = store.export()
+    assert store.record_step(step) is False
+    assert store.export() == before
+    g1 = next(g for g in before.globals if g.id == G[1])
+    assert (g1.compile_failures, g1.incorrect, g1.successes) == (1, 0, 0)
+
+
+def test_evidence_lists_are_bounded_newest_first(store):
+    seeded(store)
+    for i in range(MAX_EVIDENCE + 5):
+        store.record_step(make_step(i, [], G[3], -1.0, correct=False))
+    loc = next(x for x in store.get_locals(G[3]) if x.id == LOCAL_OF[G[3]])
+    assert len(loc.negative) == MAX_EVIDENCE
+    assert loc.negative[0].step_id == f"run-1:{MAX_EVIDENCE + 4}"
+    assert loc.incorrect == MAX_EVIDENCE + 5
+
+
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ({"global_id": "nope"}, "unknown global 'nope'"),
+        ({"prefix": ["nope"]}, "unknown global 'nope'"),
+        ({"local_id": "fusion.nope"}, "unknown local"),
+        ({"run_id": "no-run"}, "unknown run"),
+    ],
+)
+def test_bad_step_is_rejected_and_writes_nothing(store, bad, message):
+    seeded(store)
+    before = store.export()
+    step = make_step(0, [G[0]], G[1], 0.5).model_copy(update=bad)
+    with pytest.raises(UserError, match=message):
+        store.record_step(step)
+    assert store.export() == before
+
+
+def test_local_must_belong_to_the_chosen_global(store):
+    seeded(store)
+    step = make_step(0, [], G[1], 0.5).model_copy(update={"local_id": LOCAL_OF[G[2]]})
+    with pytest.raises(UserError, match="belongs to"):
+        store.record_step(step)
+
+
+def test_score_matches_python_reference(store):
+    seeded(store)
+    for i, (prefix, chosen, r) in enumerate(
+        [([G[0]], G[1], 0.5), ([G[1], G[0]], G[2], -1.0), ([G[2], G[1], G[0]], G[1], 0.25)]
+    ):
+        store.record_step(make_step(i, prefix, chosen, r))
+    params = ScoringParams(K=3, lam=0.7, alpha=1.5, beta=0.3, tau=0.4)
+    prefix = [G[2], G[1], G[0]]
+    edges = {(t.source, t.target): t for t in store.get_transitions()}
+    want = score_globals(store.get_globals(), edges, prefix, params)
+    got = store.score(prefix, params)
+    assert [s.global_id for s in got] == [s.global_id for s in want]
+    for a, b in zip(got, want):
+        assert a.score == pytest.approx(b.score, abs=1e-12)
+        assert a.probability == pytest.approx(b.probability, abs=1e-12)
+    assert sum(s.probability for s in got) == pytest.approx(1.0)
+
+
+def test_score_rejects_unknown_prefix_global(store):
+    seeded(store)
+    with pytest.raises(UserError, match="unknown global 'bogus'"):
+        store.score([G[0], "bogus"], ScoringParams())
+
+
+def test_export_import_round_trip_is_exact(store, local_store, tmp_path):
+    from htam_graph.memory.sqlite_store import SQLiteStore
+
+    seeded(store)
+    for i in range(6):
+        store.record_step(make_step(i, [G[(i + j) % 4] for j in range(min(i, 3))], G[i % 5], [0.5, -1.0, 0.0][i % 3]))
+    snap = store.export()
+    assert len(snap.steps) == 6
+    # Into the other backend (or a second local file), and back out: identical.
+    target = local_store if store is not local_store else SQLiteStore(tmp_path / "other.sqlite")
+    target.import_snapshot(snap)
+    assert target.export() == snap
+    assert target.score([G[0], G[1]], ScoringParams()) == store.score([G[0], G[1]], ScoringParams())
+
+
+def test_import_refuses_a_non_empty_store(store):
+    seeded(store)
+    snap = store.export()
+    with pytest.raises(UserError, match="not empty"):
+        store.import_snapshot(snap)
+
+
+def test_reset_empties_everything(store):
+    seeded(store)
+    store.record_step(make_step(0, [], G[0], 0.0))
+    store.reset()
+    assert set(store.counts().values()) == {0}
+
+
+def test_start_run_is_idempotent(store):
+    seeded(store)
+    again = RunRecord(id="run-1", task_id="level1/1_Toy", config={"K": 5})
+    store.start_run(again, TaskRecord(id="level1/1_Toy"))
+    runs = store.get_runs()
+    assert len(runs) == 1 and runs[0].config == {"K": 3}
+
+
+@pytest.mark.neo4j
+def test_backends_agree_after_the_same_steps(local_store, neo4j_store):
+    """The step update is written twice (Python for SQLite, Cypher for Neo4j): same result."""
+    for s in (local_store, neo4j_store):
+        seeded(s)
+        for i in range(12):
+            prefix = [G[(i * 7 + j) % len(G)] for j in range(min(i, 4))]
+            s.record_step(make_step(i, prefix, G[(i * 5) % len(G)], [0.75, -1.0, 0.0, 0.125][i % 4],
+                                    compiled=i % 4 != 1))
+    a, b = local_store.export(), neo4j_store.export()
+    assert a.globals == b.globals and a.locals == b.locals
+    assert a.transitions == b.transitions and a.steps == b.steps and a == b
+
+
+@pytest.mark.neo4j
+def test_neo4j_links_steps_for_browsing(neo4j_store):
+    seeded(neo4j_store)
+    for i in range(4):
+        neo4j_store.record_step(make_step(i, [G[0]] if i else [], G[i], 0.5))
+    records, _, _ = neo4j_store.driver.execute_query(
+        "MATCH (r:Run {id: 'run-1'})-[:HAS_STEP]->(s:Step)-[:CHOSE_GLOBAL]->(:Global), "
+        "(s)-[:CHOSE_LOCAL]->(:Local), (r)-[:ON_TASK]->(:Task) "
+        "OPTIONAL MATCH (s)-[n:NEXT]->(:Step) RETURN count(DISTINCT s) AS steps, count(n) AS next",
+        database_=neo4j_store.database,
+    )
+    assert (records[0]["steps"], records[0]["next"]) == (4, 3)

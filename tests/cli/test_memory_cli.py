@@ -1,0 +1,117 @@
+"""`htam memory ...` as a user runs it: a real process, real exit codes, real stores."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import NEO4J_PASSWORD, NEO4J_URI
+
+
+def htam(*args: str, cwd: Path, env: dict | None = None, stdin: str | None = None) -> subprocess.CompletedProcess:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("HTAM_")}
+    base["COLUMNS"] = "200"
+    return subprocess.run([sys.executable, "-m", "htam_graph", *args], cwd=cwd, env={**base, **(env or {})},
+                          input=stdin, capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture
+def local(tmp_path):
+    return {"HTAM_LOCAL_PATH": str(tmp_path / "mem.sqlite")}
+
+
+def test_seed_show_score_on_the_embedded_store(tmp_path, local):
+    r = htam("memory", "seed", cwd=tmp_path, env=local)
+    assert r.returncode == 0, r.stderr
+    assert "9 globals, 50 locals" in r.stdout
+    shown = json.loads(htam("memory", "show", "--json", cwd=tmp_path, env=local).stdout)
+    assert shown["counts"]["globals"] == 9 and shown["counts"]["locals"] == 50
+    r = htam("memory", "score", "--prefix", "memory_access,fusion", "--json", cwd=tmp_path, env=local)
+    scores = json.loads(r.stdout)
+    assert scores["prefix"] == ["memory_access", "fusion"]
+    assert abs(sum(s["probability"] for s in scores["scores"]) - 1) < 1e-9
+    table = htam("memory", "score", "--prefix", "memory_access", "--tau", "0.25", cwd=tmp_path, env=local).stdout
+    assert "P(g)" in table and "tau=0.25" in table
+
+
+def test_dotenv_and_flags_configure_the_store(tmp_path):
+    (tmp_path / ".env").write_text(f"HTAM_LOCAL_PATH={tmp_path / 'from-dotenv.sqlite'}\n")
+    assert htam("memory", "seed", cwd=tmp_path).returncode == 0
+    assert (tmp_path / "from-dotenv.sqlite").exists()
+    flag_path = tmp_path / "from-flag.sqlite"
+    assert htam("--local-path", str(flag_path), "memory", "seed", cwd=tmp_path).returncode == 0
+    assert flag_path.exists()
+
+
+def test_unknown_prefix_global_is_a_one_line_error(tmp_path, local):
+    htam("memory", "seed", cwd=tmp_path, env=local)
+    r = htam("memory", "score", "--prefix", "memory_access,warp_magic", cwd=tmp_path, env=local)
+    assert r.returncode == 2
+    assert r.stderr.strip().count("\n") == 0 and "unknown global 'warp_magic'" in r.stderr
+
+
+def test_malformed_seed_file_names_the_field_and_writes_nothing(tmp_path, local):
+    bank = tmp_path / "bank.yaml"
+    bank.write_text("version: 1\nname: x\nglobals:\n  - id: fusion\n    name: Fusion\n    intent: i\n"
+                    "    goals: []\n    triggers: []\n    risks: []\nlocals:\n  - id: fusion.a\n"
+                    "    global: fusion\n    name: A\n    checks: []\n    pitfalls: []\n")
+    r = htam("memory", "seed", "--bank", str(bank), cwd=tmp_path, env=local)
+    assert r.returncode == 2
+    assert "locals[0].pattern" in r.stderr and r.stderr.strip().count("\n") == 0
+    assert not Path(local["HTAM_LOCAL_PATH"]).exists()  # the store was never opened
+
+
+def test_export_import_round_trip_and_guards(tmp_path, local):
+    htam("memory", "seed", cwd=tmp_path, env=local)
+    out = tmp_path / "mem.json"
+    assert htam("memory", "export", "-o", str(out), cwd=tmp_path, env=local).returncode == 0
+    other = {"HTAM_LOCAL_PATH": str(tmp_path / "other.sqlite")}
+    assert htam("memory", "import", str(out), cwd=tmp_path, env=other).returncode == 0
+    assert htam("memory", "export", cwd=tmp_path, env=other).stdout.strip() == out.read_text().strip()
+    again = htam("memory", "import", str(out), cwd=tmp_path, env=other)
+    assert again.returncode == 2 and "not empty" in again.stderr
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps({"globals": [{"id": "Bad Id"}]}))
+    r = htam("memory", "import", str(broken), cwd=tmp_path, env={"HTAM_LOCAL_PATH": str(tmp_path / "x.sqlite")})
+    assert r.returncode == 2 and "globals.0" in r.stderr
+
+
+def test_reset_asks_first(tmp_path, local):
+    htam("memory", "seed", cwd=tmp_path, env=local)
+    r = htam("memory", "reset", cwd=tmp_path, env=local, stdin="n\n")
+    assert r.returncode == 1
+    assert json.loads(htam("memory", "show", "--json", cwd=tmp_path, env=local).stdout)["counts"]["globals"] == 9
+    assert htam("memory", "reset", "--yes", cwd=tmp_path, env=local).returncode == 0
+    r = htam("memory", "show", cwd=tmp_path, env=local)
+    assert r.returncode == 2 and "htam memory seed" in r.stderr
+
+
+@pytest.mark.neo4j
+@pytest.mark.parametrize(
+    "env, message",
+    [
+        ({"HTAM_NEO4J_PASSWORD": "wrong-password"}, "rejected user 'neo4j'"),
+        ({"HTAM_NEO4J_URI": "bolt://127.0.0.1:1"}, "cannot reach Neo4j at bolt://127.0.0.1:1"),
+        ({"HTAM_NEO4J_DATABASE": "nosuchdb"}, "no database 'nosuchdb'"),
+    ],
+)
+def test_neo4j_misconfiguration_is_a_clear_error(tmp_path, neo4j_store, env, message):
+    base = {"HTAM_NEO4J_URI": NEO4J_URI, "HTAM_NEO4J_PASSWORD": NEO4J_PASSWORD}
+    r = htam("memory", "seed", cwd=tmp_path, env={**base, **env})
+    assert r.returncode == 2, r.stderr
+    assert message in r.stderr and r.stderr.strip().count("\n") == 0
+    assert neo4j_store.counts()["globals"] == 0  # nothing written
+
+
+@pytest.mark.neo4j
+def test_seed_and_score_against_neo4j(tmp_path, neo4j_store):
+    env = {"HTAM_NEO4J_URI": NEO4J_URI, "HTAM_NEO4J_PASSWORD": NEO4J_PASSWORD}
+    assert htam("memory", "seed", cwd=tmp_path, env=env).returncode == 0
+    r = htam("memory", "score", "--prefix", "fusion,memory_access", "--json", cwd=tmp_path, env=env)
+    assert r.returncode == 0, r.stderr
+    assert len(json.loads(r.stdout)["scores"]) == neo4j_store.counts()["globals"] == 9

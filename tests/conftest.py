@@ -76,7 +76,7 @@ def neo4j_driver():
     except UserError as e:
         if os.environ.get("CI"):
             pytest.fail(f"Neo4j must be running in CI (bash docker/neo4j-ci.sh start): {e}")
-        pytest.skip(f"no usable Neo4j ({e}); start one with `htam db start`")
+        pytest.skip(f"no usable Neo4j: {e}")
     yield driver
     driver.close()
 

@@ -1,0 +1,371 @@
+"""Start, stop and inspect the Neo4j server that htam-graph talks to.
+
+Where a Docker engine answers, `docker/compose.yml` runs the official image. Elsewhere
+(CI, offline machines) the Java launcher in `docker/neo4j-launcher` runs the same Neo4j
+5.26 Community server from Maven Central artifacts: Maven builds it once into
+LAUNCHER_CACHE, and it runs detached with its home (data, logs, pid file) in
+`data_dir()/neo4j`, so the data survives restarts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Literal
+from urllib.parse import urlsplit
+
+import neo4j
+from neo4j.exceptions import AuthError, ConfigurationError, DriverError, Neo4jError
+from pydantic import BaseModel
+
+from htam_graph.config import Settings, data_dir
+from htam_graph.errors import UserError
+
+DEFAULT_URI = "bolt://127.0.0.1:7687"
+DEFAULT_HTTP_PORT = 7474
+LAUNCHER_CACHE = Path.home() / ".cache" / "htam-graph" / "neo4j-launcher"
+# The flags Neo4j's own start scripts pass, and a heap cap for small machines.
+JVM_FLAGS = (
+    "-Xmx1g",
+    "--add-opens=java.base/java.nio=ALL-UNNAMED",
+    "--add-opens=java.base/java.io=ALL-UNNAMED",
+    "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
+    "--enable-native-access=ALL-UNNAMED",
+)
+READY_MARK = "READY bolt://"
+LOG_TAIL_LINES = 6
+
+
+class ServerInfo(BaseModel):
+    """How a started (or already running) server is reached."""
+
+    uri: str
+    browser: str
+    via: Literal["docker", "launcher", "existing"]
+    pid: int | None = None
+    log: Path | None = None
+
+
+class ServerStatus(BaseModel):
+    uri: str
+    reachable: bool
+    version: str | None = None
+    edition: str | None = None
+    pid: int | None = None
+    error: str | None = None
+
+
+def neo4j_uri(settings: Settings) -> str:
+    return settings.neo4j_uri or DEFAULT_URI
+
+
+def launcher_home() -> Path:
+    return data_dir() / "neo4j"
+
+
+def connect(settings: Settings) -> neo4j.Driver:
+    """A driver whose address and password were checked; UserError says what is wrong."""
+    uri = neo4j_uri(settings)
+    auth = (settings.neo4j_user, settings.neo4j_password.get_secret_value())
+    try:
+        driver = neo4j.GraphDatabase.driver(
+            uri, auth=auth, connection_timeout=10.0, connection_acquisition_timeout=15.0
+        )
+    except (ConfigurationError, ValueError) as e:
+        raise UserError(f"HTAM_NEO4J_URI={uri!r} is not a Neo4j URI ({e})") from e
+    try:
+        driver.verify_connectivity()
+    except AuthError as e:
+        driver.close()
+        raise UserError(
+            f"Neo4j at {uri} rejected the password of user {settings.neo4j_user!r}:"
+            " set HTAM_NEO4J_PASSWORD to the server's password"
+        ) from e
+    except (DriverError, Neo4jError, OSError) as e:
+        driver.close()
+        reason = " ".join(str(e).split())  # the driver's messages span lines
+        raise UserError(
+            f"cannot reach Neo4j at {uri} ({reason}): start it with `htam db start`"
+            " or point HTAM_NEO4J_URI at a running server"
+        ) from e
+    return driver
+
+
+def status(settings: Settings) -> ServerStatus:
+    """Reachability and version; a wrong password raises rather than look like 'down'."""
+    uri = neo4j_uri(settings)
+    pid = _launcher_pid()
+    try:
+        driver = connect(settings)
+    except UserError as e:
+        if isinstance(e.__cause__, AuthError):
+            raise
+        return ServerStatus(uri=uri, reachable=False, pid=pid, error=str(e))
+    with driver:
+        records, _, _ = driver.execute_query(
+            "CALL dbms.components() YIELD versions, edition RETURN versions[0] AS version, edition",
+            database_="system",
+        )
+    row = records[0]
+    return ServerStatus(
+        uri=uri, reachable=True, version=row["version"], edition=row["edition"], pid=pid
+    )
+
+
+def start(
+    settings: Settings, wait_s: float = 120, http_port: int = DEFAULT_HTTP_PORT
+) -> ServerInfo:
+    """Start Neo4j (Docker if an engine answers, else the launcher); wait for Bolt."""
+    uri = neo4j_uri(settings)
+    host, port = _bolt_address(uri)
+    browser = f"http://{host}:{http_port}/browser/"
+    current = status(settings)
+    if current.reachable:
+        return ServerInfo(uri=uri, browser=browser, via="existing", pid=current.pid)
+    if current.pid is not None:
+        raise UserError(
+            f"a Neo4j launcher (pid {current.pid}) is running but does not answer at {uri};"
+            " wait for it, or run `htam db stop` and start again"
+        )
+    if _docker_available():
+        _compose(settings, http_port, "up", "-d")
+        _wait_for_bolt(settings, time.monotonic() + wait_s)
+        return ServerInfo(uri=uri, browser=browser, via="docker")
+    if host not in ("127.0.0.1", "localhost"):
+        raise UserError(
+            f"without Docker, Neo4j runs on this machine only, but HTAM_NEO4J_URI={uri}:"
+            " set it to bolt://127.0.0.1:<port>"
+        )
+    process = _spawn_launcher(settings, port, http_port)
+    _await_launcher(process, settings, time.monotonic() + wait_s)
+    return ServerInfo(uri=uri, browser=browser, via="launcher", pid=process.pid, log=_log_path())
+
+
+def stop(settings: Settings, timeout_s: float = 60) -> bool:
+    """Stop the server this machine started; True if one was running."""
+    pid = _launcher_pid()
+    if pid is not None:
+        _terminate(pid, timeout_s)
+        _pid_path().unlink(missing_ok=True)
+        return True
+    if _docker_available() and _compose(settings, DEFAULT_HTTP_PORT, "ps", "-q").strip():
+        _compose(settings, DEFAULT_HTTP_PORT, "down")
+        return True
+    return False
+
+
+def build_launcher() -> Path:
+    """Compile the launcher and resolve its classpath unless its sources are unchanged."""
+    source = _docker_dir() / "neo4j-launcher"
+    files = [source / "pom.xml", *sorted((source / "src").rglob("*.java"))]
+    digest = hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()
+    stamp = LAUNCHER_CACHE / "source.sha256"
+    if stamp.is_file() and stamp.read_text() == digest:
+        return LAUNCHER_CACHE
+    maven = _tool("mvn", "Maven 3")
+    built = subprocess.run(
+        [
+            maven,
+            "-q",
+            "-B",
+            "-f",
+            str(source / "pom.xml"),
+            f"-Dhtam.cache={LAUNCHER_CACHE}",
+            "compile",
+            "dependency:build-classpath",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if built.returncode != 0:
+        raise UserError(f"building the Neo4j launcher failed: {_tail(built.stdout + built.stderr)}")
+    stamp.write_text(digest)
+    return LAUNCHER_CACHE
+
+
+def _spawn_launcher(settings: Settings, port: int, http_port: int) -> subprocess.Popen[bytes]:
+    cache = build_launcher()
+    java = _tool("java", "Java 17 or newer")
+    home = launcher_home()
+    home.mkdir(parents=True, exist_ok=True)
+    classpath = os.pathsep.join(
+        [str(cache / "target" / "classes"), (cache / "classpath.txt").read_text().strip()]
+    )
+    command = [
+        java,
+        *JVM_FLAGS,
+        "-cp",
+        classpath,
+        "htam.Launcher",
+        "--home",
+        str(home),
+        "--bolt-port",
+        str(port),
+        "--http-port",
+        str(http_port),
+    ]
+    # The password goes by environment so that it does not show in `ps`.
+    env = {**os.environ, "HTAM_NEO4J_PASSWORD": settings.neo4j_password.get_secret_value()}
+    with _log_path().open("w") as log:
+        process = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=home,
+            env=env,
+            start_new_session=True,
+        )
+    _pid_path().write_text(str(process.pid))
+    return process
+
+
+def _await_launcher(process: subprocess.Popen[bytes], settings: Settings, deadline: float) -> None:
+    # Before READY the password may still be the initial one, so Bolt is not asked earlier.
+    while READY_MARK not in _log_path().read_text(errors="replace"):
+        if process.poll() is not None:
+            _pid_path().unlink(missing_ok=True)
+            raise UserError(f"Neo4j did not start: {_failure_reason()} (log: {_log_path()})")
+        if time.monotonic() > deadline:
+            _terminate(process.pid, timeout_s=30)
+            _pid_path().unlink(missing_ok=True)
+            raise UserError(
+                f"Neo4j did not start in time: {_failure_reason()} (log: {_log_path()})"
+            )
+        time.sleep(0.5)
+    connect(settings).close()
+
+
+def _wait_for_bolt(settings: Settings, deadline: float) -> None:
+    while True:
+        try:
+            connect(settings).close()
+            return
+        except UserError as e:
+            if isinstance(e.__cause__, AuthError) or time.monotonic() > deadline:
+                raise
+        time.sleep(1)
+
+
+def _failure_reason() -> str:
+    text = _log_path().read_text(errors="replace")
+    # Bolt and the web server word a taken port differently.
+    bind = re.search(r"bind to the socket /?([\w.:]+)|Address ([\w.:]+) is already in use", text)
+    if bind:
+        return f"{bind.group(1) or bind.group(2)} is already in use by another process"
+    return _tail(text)
+
+
+def _tail(text: str) -> str:
+    """The last lines worth reading, joined into one line (stack frames dropped)."""
+    lines = [line.strip() for line in text.splitlines()]
+    kept = [line for line in lines if line and not line.startswith(("at ", "..."))]
+    return " | ".join(kept[-LOG_TAIL_LINES:])
+
+
+def _bolt_address(uri: str) -> tuple[str, int]:
+    parts = urlsplit(uri)
+    return parts.hostname or "127.0.0.1", parts.port or 7687
+
+
+def _launcher_pid() -> int | None:
+    """The pid in the pid file if that process is alive and still our launcher."""
+    try:
+        pid = int(_pid_path().read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+    cmdline = Path(f"/proc/{pid}/cmdline")
+    if not _alive(pid) or (cmdline.exists() and b"htam.Launcher" not in cmdline.read_bytes()):
+        return None
+    return pid
+
+
+def _alive(pid: int) -> bool:
+    try:
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return False  # our own child, exited and now reaped
+    except ChildProcessError:
+        pass  # not our child: ask the kernel below
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _terminate(pid: int, timeout_s: float) -> None:
+    """SIGTERM lets Neo4j checkpoint and close its stores; SIGKILL only if it hangs."""
+    _signal(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while _alive(pid):
+        if time.monotonic() > deadline:
+            _signal(pid, signal.SIGKILL)
+            deadline = float("inf")
+        time.sleep(0.2)
+
+
+def _signal(pid: int, sig: signal.Signals) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass  # it already exited
+
+
+def _docker_available() -> bool:
+    docker = shutil.which("docker")
+    if docker is None:
+        return False
+    probe = subprocess.run([docker, "info"], capture_output=True, timeout=30, check=False)
+    return probe.returncode == 0
+
+
+def _compose(settings: Settings, http_port: int, *args: str) -> str:
+    _, port = _bolt_address(neo4j_uri(settings))
+    env = {
+        **os.environ,
+        "HTAM_NEO4J_PASSWORD": settings.neo4j_password.get_secret_value(),
+        "HTAM_NEO4J_BOLT_PORT": str(port),
+        "HTAM_NEO4J_HTTP_PORT": str(http_port),
+    }
+    compose_file = _docker_dir() / "compose.yml"
+    done = subprocess.run(
+        ["docker", "compose", "-f", str(compose_file), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise UserError(f"`docker compose {' '.join(args)}` failed: {_tail(done.stderr)}")
+    return done.stdout
+
+
+def _docker_dir() -> Path:
+    """docker/ of a source checkout, or its copy inside an installed wheel."""
+    package = Path(__file__).resolve().parent
+    for candidate in (package.parent / "docker", package / "docker"):
+        if (candidate / "compose.yml").is_file():
+            return candidate
+    raise UserError(f"docker/compose.yml is missing next to {package}; reinstall htam-graph")
+
+
+def _tool(name: str, what: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        raise UserError(f"`{name}` not found: install {what}, or Docker, to run Neo4j")
+    return path
+
+
+def _log_path() -> Path:
+    return launcher_home() / "launcher.log"
+
+
+def _pid_path() -> Path:
+    return launcher_home() / "launcher.pid"

@@ -12,8 +12,9 @@ import org.neo4j.server.NeoBootstrapper;
  * Runs the Neo4j Community server (Bolt, HTTP, Browser) in this JVM with auth enabled.
  *
  * <p>Usage: {@code Launcher --home DIR [--password P] [--bolt-port 7687] [--http-port 7474]};
- * without --password it reads HTAM_NEO4J_PASSWORD, which keeps it out of `ps`. Data lives in DIR/data and survives restarts. Prints {@code READY bolt://127.0.0.1:PORT}
- * once the password is set; SIGTERM stops the server through Neo4j's own shutdown hook.
+ * without --password it reads HTAM_NEO4J_PASSWORD, which keeps it out of `ps`. Data lives in
+ * DIR/data and survives restarts. Prints {@code READY bolt://127.0.0.1:PORT} once the password
+ * is set; SIGTERM stops the server through Neo4j's own shutdown hook.
  */
 public final class Launcher {
     private static final String SAME_PASSWORD = "Old password and new password cannot be the same";
@@ -88,8 +89,8 @@ public final class Launcher {
     private static String require(Map<String, String> args, String name) {
         String value = args.get(name);
         if (value == null) {
-            System.err.println("FAILED missing " + name + " (usage: --home DIR --password P (or HTAM_NEO4J_PASSWORD)"
-                    + " [--bolt-port 7687] [--http-port 7474])");
+            System.err.println("FAILED missing " + name + " (usage: --home DIR --password P"
+                    + " (or HTAM_NEO4J_PASSWORD) [--bolt-port 7687] [--http-port 7474])");
             System.exit(2);
         }
         return value;

@@ -21,7 +21,7 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 import neo4j
-from neo4j.exceptions import AuthError, ConfigurationError, DriverError, Neo4jError
+from neo4j.exceptions import AuthError, ClientError, ConfigurationError, DriverError, Neo4jError
 from pydantic import BaseModel
 
 from htam_graph.config import Settings, data_dir
@@ -81,11 +81,20 @@ def connect(settings: Settings) -> neo4j.Driver:
         raise UserError(f"HTAM_NEO4J_URI={uri!r} is not a Neo4j URI ({e})") from e
     try:
         driver.verify_connectivity()
+        driver.execute_query("RETURN 1", database_=settings.neo4j_database)
     except AuthError as e:
         driver.close()
         raise UserError(
             f"Neo4j at {uri} rejected the password of user {settings.neo4j_user!r}:"
             " set HTAM_NEO4J_PASSWORD to the server's password"
+        ) from e
+    except ClientError as e:
+        driver.close()
+        if "DatabaseNotFound" not in (e.code or ""):
+            raise UserError(f"Neo4j at {uri} refused the connection: {e.message}") from e
+        raise UserError(
+            f"Neo4j at {uri} has no database {settings.neo4j_database!r}:"
+            " set HTAM_NEO4J_DATABASE (Community edition has only 'neo4j')"
         ) from e
     except (DriverError, Neo4jError, OSError) as e:
         driver.close()

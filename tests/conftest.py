@@ -13,8 +13,9 @@ from htam_graph.errors import UserError
 
 # --- store fixtures ---
 
-NEO4J_URI = os.environ.get("HTAM_TEST_NEO4J_URI", "bolt://127.0.0.1:7687")
-NEO4J_PASSWORD = os.environ.get("HTAM_TEST_NEO4J_PASSWORD", "htam-graph")
+# The server of `htam db start` / docker/neo4j-ci.sh, reached as users reach it.
+NEO4J_URI = os.environ.get("HTAM_NEO4J_URI", "bolt://127.0.0.1:7687")
+NEO4J_PASSWORD = os.environ.get("HTAM_NEO4J_PASSWORD", "htam-graph")
 
 
 def neo4j_settings(**overrides: object) -> Settings:
@@ -23,8 +24,8 @@ def neo4j_settings(**overrides: object) -> Settings:
 
 def _unavailable(reason: str) -> None:
     if os.environ.get("CI"):
-        pytest.fail(f"Neo4j is required in CI and is not usable: {reason}")
-    pytest.skip(f"no Neo4j at {NEO4J_URI}: {reason} (start one with `htam db start`)")
+        pytest.fail(f"Neo4j must be running in CI (bash docker/neo4j-ci.sh start): {reason}")
+    pytest.skip(f"no usable Neo4j at {NEO4J_URI}: {reason} (start one with `htam db start`)")
 
 
 @pytest.fixture(scope="session")
@@ -61,24 +62,7 @@ def store(request):
     return request.getfixturevalue(f"{request.param}_store")
 
 
-# --- neo4j fixtures ---
-# The server of `htam db start` / docker/neo4j-ci.sh, reached through Settings() as users
-# reach it: HTAM_NEO4J_URI (default bolt://127.0.0.1:7687), HTAM_NEO4J_PASSWORD.
-
-
 @pytest.fixture(scope="session")
-def neo4j_driver():
-    """A connected driver for the running server; fails instead of skipping under CI."""
-    from htam_graph import db
-
-    try:
-        driver = db.connect(Settings())
-    except UserError as e:
-        if os.environ.get("CI"):
-            pytest.fail(f"Neo4j must be running in CI (bash docker/neo4j-ci.sh start): {e}")
-        pytest.skip(f"no usable Neo4j: {e}")
-    yield driver
-    driver.close()
-
-
-# --- end neo4j fixtures ---
+def neo4j_driver(_neo4j_session_store):
+    """A connected driver for the running server."""
+    return _neo4j_session_store.driver

@@ -11,9 +11,9 @@ import json
 from typing import Any
 
 import neo4j
-from neo4j.exceptions import AuthError, ClientError, ServiceUnavailable
 
 from htam_graph.config import ScoringParams, Settings
+from htam_graph.db import connect, neo4j_uri
 from htam_graph.errors import UserError
 from htam_graph.memory.models import (
     MAX_DISTANCE,
@@ -45,40 +45,6 @@ from htam_graph.policy.scoring import check_prefix, with_probabilities
 MIN_VERSION = (5, 23)  # CALL (vars) { ... } scoped subqueries
 ZEROS = {"zeros_int": [0] * MAX_DISTANCE, "zeros_float": [0.0] * MAX_DISTANCE}
 BATCH = 2000
-
-
-def connect(settings: Settings) -> neo4j.Driver:
-    """A verified driver, or a UserError that says what is wrong and how to fix it."""
-    uri = settings.neo4j_uri or "bolt://localhost:7687"
-    try:
-        driver = neo4j.GraphDatabase.driver(
-            uri, auth=(settings.neo4j_user, settings.neo4j_password.get_secret_value())
-        )
-    except ValueError as e:
-        raise UserError(f"bad Neo4j URI {uri!r}: {e}; set HTAM_NEO4J_URI like bolt://host:7687") from e
-    try:
-        driver.verify_connectivity()
-        driver.execute_query("RETURN 1", database_=settings.neo4j_database)
-    except AuthError as e:
-        driver.close()
-        raise UserError(
-            f"Neo4j at {uri} rejected user {settings.neo4j_user!r}: wrong password? "
-            "set HTAM_NEO4J_USER / HTAM_NEO4J_PASSWORD"
-        ) from e
-    except ServiceUnavailable as e:
-        driver.close()
-        raise UserError(
-            f"cannot reach Neo4j at {uri}; start it with `htam db start` or set HTAM_NEO4J_URI"
-        ) from e
-    except ClientError as e:
-        driver.close()
-        if "DatabaseNotFound" in (e.code or ""):
-            raise UserError(
-                f"Neo4j at {uri} has no database {settings.neo4j_database!r}; "
-                "set HTAM_NEO4J_DATABASE (Community edition has only 'neo4j')"
-            ) from e
-        raise UserError(f"Neo4j at {uri} refused the connection: {e.message}") from e
-    return driver
 
 
 def server_version(driver: neo4j.Driver, database: str) -> tuple[int, ...]:
@@ -138,7 +104,7 @@ class Neo4jStore(MemoryStore):
     kind = "neo4j"
 
     def __init__(self, settings: Settings):
-        self.uri = settings.neo4j_uri or "bolt://localhost:7687"
+        self.uri = neo4j_uri(settings)
         self.database = settings.neo4j_database
         self.driver = connect(settings)
         version = server_version(self.driver, self.database)

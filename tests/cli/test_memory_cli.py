@@ -95,7 +95,7 @@ def test_reset_asks_first(tmp_path, local):
 @pytest.mark.parametrize(
     "env, message",
     [
-        ({"HTAM_NEO4J_PASSWORD": "wrong-password"}, "rejected user 'neo4j'"),
+        ({"HTAM_NEO4J_PASSWORD": "wrong-password"}, "rejected the password of user 'neo4j'"),
         ({"HTAM_NEO4J_URI": "bolt://127.0.0.1:1"}, "cannot reach Neo4j at bolt://127.0.0.1:1"),
         ({"HTAM_NEO4J_DATABASE": "nosuchdb"}, "no database 'nosuchdb'"),
     ],

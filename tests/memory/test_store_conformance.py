@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 import pytest
 
 from htam_graph.config import ScoringParams
@@ -11,6 +13,7 @@ from htam_graph.memory.seed import load_seed_bank
 from htam_graph.policy.scoring import score_globals
 
 BANK = load_seed_bank()
+STARTED = datetime(2026, 11, 29, 12, 0, 0, 123456, tzinfo=timezone.utc)
 G = [g.id for g in BANK.globals]
 LOCAL_OF = {g: next(loc.id for loc in BANK.locals if loc.global_ == g) for g in G}
 
@@ -27,7 +30,8 @@ def make_step(i: int, prefix: list[str], chosen: str, reward: float, run: str = 
 
 def seeded(store, run: str = "run-1"):
     store.seed(BANK)
-    store.start_run(RunRecord(id=run, task_id="level1/1_Toy", config={"K": 3}), TaskRecord(id="level1/1_Toy"))
+    record = RunRecord(id=run, task_id="level1/1_Toy", config={"K": 3}, started_at=STARTED)
+    store.start_run(record, TaskRecord(id="level1/1_Toy"))
     return store
 
 
@@ -171,12 +175,15 @@ def test_start_run_is_idempotent(store):
 @pytest.mark.neo4j
 def test_backends_agree_after_the_same_steps(local_store, neo4j_store):
     """The step update is written twice (Python for SQLite, Cypher for Neo4j): same result."""
+    steps = [
+        make_step(i, [G[(i * 7 + j) % len(G)] for j in range(min(i, 4))], G[(i * 5) % len(G)],
+                  [0.75, -1.0, 0.0, 0.125][i % 4], compiled=i % 4 != 1)
+        for i in range(12)
+    ]
     for s in (local_store, neo4j_store):
         seeded(s)
-        for i in range(12):
-            prefix = [G[(i * 7 + j) % len(G)] for j in range(min(i, 4))]
-            s.record_step(make_step(i, prefix, G[(i * 5) % len(G)], [0.75, -1.0, 0.0, 0.125][i % 4],
-                                    compiled=i % 4 != 1))
+        for step in steps:
+            s.record_step(step)
     a, b = local_store.export(), neo4j_store.export()
     assert a.globals == b.globals and a.locals == b.locals
     assert a.transitions == b.transitions and a.steps == b.steps and a == b

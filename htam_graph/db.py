@@ -26,6 +26,7 @@ from pydantic import BaseModel
 
 from htam_graph.config import Settings, data_dir
 from htam_graph.errors import UserError
+from htam_graph.resources import resource_dir
 
 DEFAULT_URI = "bolt://127.0.0.1:7687"
 DEFAULT_HTTP_PORT = 7474
@@ -358,11 +359,10 @@ def _compose(settings: Settings, http_port: int, *args: str) -> str:
 
 def _docker_dir() -> Path:
     """docker/ of a source checkout, or its copy inside an installed wheel."""
-    package = Path(__file__).resolve().parent
-    for candidate in (package.parent / "docker", package / "docker"):
-        if (candidate / "compose.yml").is_file():
-            return candidate
-    raise UserError(f"docker/compose.yml is missing next to {package}; reinstall htam-graph")
+    try:
+        return resource_dir("docker")
+    except FileNotFoundError as e:
+        raise UserError(str(e)) from e
 
 
 def _tool(name: str, what: str) -> str:

@@ -76,6 +76,11 @@ _LOW_PRECISION_NAMES = {
     "allow_fp16_reduced_precision_reduction", "allow_bf16_reduced_precision_reduction",
 }  # fmt: skip
 _LOW_PRECISION_METHODS = {"half", "bfloat16"}
+# torch namespaces that generate or run compute: any use is flagged, even in __init__ (a
+# torch.compile'd function built there would run in forward).
+_TORCH_GENERATORS = {"compile", "jit", "func", "vmap", "fx", "export", "compiler", "cond"}
+# Namespaces of compute functions: a reference to one as a value hides a later call.
+_TORCH_COMPUTE_NAMESPACES = {"functional", "linalg", "fft", "special", "ops", "nested", "sparse"}
 
 # Tensor methods (and torch / ATen functions of the same name) that compute. Shared by the
 # Python rules and the C++ tensor-method rule; a trailing underscore (in-place) is stripped.
@@ -110,6 +115,7 @@ _VIEW_METHODS = {
     "new_full", "new_empty_strided", "new_tensor", "zero_", "fill_", "clone", "copy_", "detach",
     "requires_grad_", "to", "cuda", "float", "double", "int", "long", "type_as", "cpu",
 }  # fmt: skip
+_DUNDER_OPS = {"truediv": "div", "floordiv": "floor_divide", "mod": "remainder"}
 _TENSOR_ATTRS = {"T", "mT", "H", "mH", "data", "real", "imag", "grad"}
 _LAYER_TENSORS = {"weight", "bias", "running_mean", "running_var"}
 _NON_TENSOR_ANNOTATIONS = {"int", "float", "bool", "str", "tuple", "list", "dict"}
@@ -371,9 +377,10 @@ class _PythonChecker(ast.NodeVisitor):
         defaults = [*node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)]
         for expr in [*getattr(node, "decorator_list", []), *defaults]:
             self.visit(expr)
-        scope = _Scope()
+        params = {a.arg for a in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]}
+        scope = _Scope(tensors=self.scope.tensors - params, layers=self.scope.layers - params)
         if name == "forward":
-            scope.tensors = {arg.arg for arg in _tensor_params(node.args)}
+            scope.tensors |= {arg.arg for arg in _tensor_params(node.args)}
         self.scopes.append(scope)
         was_init, self.in_init = self.in_init, name == "__init__" and bool(self.classes)
         body = node.body if isinstance(node.body, list) else [node.body]
@@ -491,6 +498,8 @@ class _PythonChecker(ast.NodeVisitor):
             self.flag(CheatKind.FORBIDDEN_IMPORT, f"reaches torch internals via {name}", node)
         elif self.fp32 and any(p in _LOW_PRECISION_NAMES for p in parts):
             self.flag(CheatKind.PRECISION_DOWNGRADE, f"uses {name} in a float32 task", node)
+        elif any(p in _TORCH_GENERATORS for p in parts[1:]):
+            self.flag(CheatKind.TORCH_COMPUTE_OP, f"uses the code generator {name}", node)
         elif any(p in _STREAM_APIS for p in parts[1:]) or (
             called and name.startswith("torch.cuda.") and name not in _ALLOWED_TORCH_CALLS
         ):
@@ -498,7 +507,7 @@ class _PythonChecker(ast.NodeVisitor):
         elif called:
             if not (self.in_init or name in _ALLOWED_TORCH_CALLS or name.startswith("torch.utils.cpp_extension.")):
                 self.flag(CheatKind.TORCH_COMPUTE_OP, f"calls {name}", node)
-        elif name.startswith("torch.nn.functional.") or _base_name(last) in COMPUTE_NAMES:
+        elif _base_name(last) in COMPUTE_NAMES or any(p in _TORCH_COMPUTE_NAMESPACES for p in parts[1:-1]):
             self.flag(CheatKind.TORCH_COMPUTE_OP, f"refers to {name}", node)
 
     def visit_Call(self, node: ast.Call) -> None:
@@ -518,9 +527,6 @@ class _PythonChecker(ast.NodeVisitor):
 
     def check_call(self, node: ast.Call) -> None:
         func = node.func
-        for keyword in node.keywords:
-            if keyword.arg == "stream" and not _is_default_stream(keyword.value, self.qualname):
-                self.flag(CheatKind.SIDE_STREAM, f"passes stream={_code(keyword.value)}", node)
         if isinstance(func, ast.Name):
             self.check_builtin_call(func.id, node)
         elif self.is_layer(func) or (isinstance(func, ast.Attribute) and func.attr in ("forward", "__call__")
@@ -578,7 +584,9 @@ class _PythonChecker(ast.NodeVisitor):
             if any(self.is_tensor(o) for o in operands):
                 self.flag(CheatKind.TORCH_COMPUTE_OP, f"tensor comparison `{_code(node)}`", node)
         if any(self.mentions_identity(o) for o in operands):
-            membership = any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops)
+            membership = any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops) and not all(
+                _is_constant(c) for c in node.comparators
+            )
             if membership or any(self.outlives_call(o) and not self.mentions_identity(o) for o in operands):
                 self.flag(CheatKind.POINTER_CACHE, f"compares an input's address `{_code(node)}`", node)
         self.generic_visit(node)
@@ -597,8 +605,16 @@ class _PythonChecker(ast.NodeVisitor):
 
 
 def _base_name(method: str) -> str:
-    """`add_` -> `add`: an in-place variant computes as much as its source."""
-    return method[:-1] if method.endswith("_") and not method.endswith("__") else method
+    """The op a method name computes: `add_` -> add (in-place), `__rmatmul__` -> matmul."""
+    if method.startswith("__") and method.endswith("__"):
+        core = _DUNDER_OPS.get(method[2:-2].lstrip("ri"), method[2:-2].lstrip("ri"))
+        return core if core in COMPUTE_NAMES else method
+    return method[:-1] if method.endswith("_") else method
+
+
+def _is_constant(node: ast.expr) -> bool:
+    """A literal of literals, e.g. (0, 8): membership in it is a test, not a lookup."""
+    return all(isinstance(sub, (ast.Constant, ast.Tuple, ast.List, ast.Set, ast.Load)) for sub in ast.walk(node))
 
 
 def _tensor_params(args: ast.arguments) -> Iterator[ast.arg]:
@@ -609,15 +625,6 @@ def _tensor_params(args: ast.arguments) -> Iterator[ast.arg]:
         if isinstance(annotation, ast.Name) and annotation.id in _NON_TENSOR_ANNOTATIONS:
             continue
         yield arg
-
-
-def _is_default_stream(node: ast.expr, qualname: Callable[[ast.AST], str | None]) -> bool:
-    """None, 0, or torch.cuda.current_stream() (optionally .cuda_stream)."""
-    if isinstance(node, ast.Constant) and node.value in (None, 0):
-        return True
-    if isinstance(node, ast.Attribute) and node.attr == "cuda_stream":
-        node = node.value
-    return isinstance(node, ast.Call) and qualname(node.func) == "torch.cuda.current_stream"
 
 
 def _import_aliases(tree: ast.Module) -> dict[str, str]:
@@ -681,7 +688,7 @@ class _CRule:
     pattern: re.Pattern[str]
     what: str
     fp32_only: bool = False
-    in_strings: bool = False  # PTX lives inside asm("...") strings
+    in_strings: bool = False  # read the strings of asm statements: PTX lives there
 
 
 def _rule(kind: CheatKind, pattern: str, what: str, **options: bool) -> _CRule:
@@ -717,6 +724,7 @@ _ALLOWED_ATEN_CALLS = {
 _TENSOR_METHOD = re.compile(r"\.\s*(\w+)\s*\(")
 _TORCH_CPP = re.compile(r"\b(?:at|torch|c10)::|#\s*include\s*<(?:torch|ATen)/")
 _LAUNCH = re.compile(r"<<<(.*?)>>>", re.DOTALL)
+_ASM = re.compile(r"\b(?:asm|__asm__)\b[^;]*;")
 _CURRENT_STREAM = r"(?:at|c10)::cuda::get(?:Current|Default)CUDAStream\s*\([^)]*\)"
 _STREAM_VAR = re.compile(r"(\w+)\s*[=({]\s*" + _CURRENT_STREAM)
 
@@ -733,13 +741,25 @@ def check_cuda_source(text: str, fp32: bool, first_line: int = 1) -> list[CheatF
     for rule in _C_RULES:
         if rule.fp32_only and not fp32:
             continue
-        for match in rule.pattern.finditer(with_strings if rule.in_strings else code):
+        # The first hit per rule: one line is enough to act on, twenty are noise.
+        if match := rule.pattern.search(_asm_text(code, with_strings) if rule.in_strings else code):
             what = f"CUDA/C++ source {rule.what} (`{match.group(0).strip()}`)"
             found.append(_finding(rule.kind, what, line(match.start())))
     if _TORCH_CPP.search(code):
         found.extend(_aten_findings(code, line))
     found.extend(_launch_findings(code, line))
     return found
+
+
+def _asm_text(code: str, with_strings: str) -> str:
+    """`code` with the strings of asm statements restored: the PTX, at its own offsets.
+
+    Statements are found on the blanked text, so a ';' inside the PTX does not end one.
+    """
+    text = list(code)
+    for match in _ASM.finditer(code):
+        text[match.start() : match.end()] = with_strings[match.start() : match.end()]
+    return "".join(text)
 
 
 def _aten_findings(code: str, line: Callable[[int], int]) -> Iterator[CheatFinding]:

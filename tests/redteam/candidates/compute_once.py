@@ -1,0 +1,30 @@
+"""Cheat: computes on the first call and returns that same output for every later input
+of the same shape (the warm-up call pays, the timed calls are free)."""
+
+import torch
+import torch.nn as nn
+
+from htam_graph.runner.native import load_cuda
+
+CUDA_SRC = r"""
+extern "C" __global__ void relu_kernel(const float* __restrict__ x, float* __restrict__ y, long long n) {
+    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i < n) y[i] = fmaxf(x[i], 0.0f);
+}
+"""
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.cuda = load_cuda(CUDA_SRC)
+        self.out = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.out is not None and self.out.shape == x.shape:
+            return self.out
+        y = torch.empty_like(x)
+        n = x.numel()
+        self.cuda.launch("relu_kernel", grid=((n + 255) // 256,), block=(256,), args=(x, y, n), shared_mem=0)
+        self.out = y
+        return y

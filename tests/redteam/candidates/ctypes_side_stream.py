@@ -1,0 +1,35 @@
+"""Cheat: creates a non-blocking stream through the CUDA runtime with ctypes and makes it
+torch's current stream around the launch, so the timed stream never sees the kernel."""
+
+import ctypes
+
+import torch
+import torch.nn as nn
+
+from htam_graph.runner.native import load_cuda
+
+CUDA_SRC = r"""
+extern "C" __global__ void relu_kernel(const float* __restrict__ x, float* __restrict__ y, long long n) {
+    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i < n) y[i] = fmaxf(x[i], 0.0f);
+}
+"""
+
+_cudart = ctypes.CDLL("libcudart.so")
+_NON_BLOCKING = 1
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.cuda = load_cuda(CUDA_SRC)
+        handle = ctypes.c_void_p()
+        _cudart.cudaStreamCreateWithFlags(ctypes.byref(handle), _NON_BLOCKING)
+        self.side = torch.cuda.ExternalStream(handle.value)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.empty_like(x)
+        n = x.numel()
+        with torch.cuda.stream(self.side):
+            self.cuda.launch("relu_kernel", grid=((n + 255) // 256,), block=(256,), args=(x, y, n), shared_mem=0)
+        return y

@@ -1,0 +1,26 @@
+"""Cheat: a custom copy kernel for show, the real work done by F.relu."""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from htam_graph.runner.native import load_cuda
+
+CUDA_SRC = r"""
+extern "C" __global__ void copy_kernel(const float* __restrict__ x, float* __restrict__ y, long long n) {
+    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i];
+}
+"""
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.cuda = load_cuda(CUDA_SRC)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.empty_like(x)
+        n = x.numel()
+        self.cuda.launch("copy_kernel", grid=((n + 255) // 256,), block=(256,), args=(x, y, n), shared_mem=0)
+        return F.relu(y, inplace=True)

@@ -1,0 +1,40 @@
+"""Cheat: returns a tensor subclass that only runs the kernel when the judge first reads it,
+outside the timed region."""
+
+import torch
+import torch.nn as nn
+
+from htam_graph.runner.native import load_cuda
+
+CUDA_SRC = r"""
+extern "C" __global__ void relu_kernel(const float* __restrict__ x, float* __restrict__ y, long long n) {
+    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i < n) y[i] = fmaxf(x[i], 0.0f);
+}
+"""
+
+
+class DeferredRelu(torch.Tensor):
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        for arg in args:
+            pending = getattr(arg, "pending", None)
+            if pending is not None:
+                arg.pending = None
+                pending()
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.cuda = load_cuda(CUDA_SRC)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.empty_like(x)
+        n = x.numel()
+        out = y.as_subclass(DeferredRelu)
+        out.pending = lambda: self.cuda.launch(
+            "relu_kernel", grid=((n + 255) // 256,), block=(256,), args=(x, y, n), shared_mem=0
+        )
+        return out

@@ -1,0 +1,32 @@
+"""Cheat: makes torch.cuda.synchronize a no-op, so the judge stops the clock early."""
+
+import torch
+import torch.nn as nn
+
+from htam_graph.runner.native import load_cuda
+
+CUDA_SRC = r"""
+extern "C" __global__ void relu_kernel(const float* __restrict__ x, float* __restrict__ y, long long n) {
+    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i < n) y[i] = fmaxf(x[i], 0.0f);
+}
+"""
+
+
+def _no_sync(device=None):
+    return None
+
+
+torch.cuda.synchronize = _no_sync
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.cuda = load_cuda(CUDA_SRC)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.empty_like(x)
+        n = x.numel()
+        self.cuda.launch("relu_kernel", grid=((n + 255) // 256,), block=(256,), args=(x, y, n), shared_mem=0)
+        return y

@@ -1,0 +1,220 @@
+"""Build CUDA source to a cubin with nvcc, behind a content-hash cache.
+
+A cubin is ~50-100x cheaper than a torch extension (KERNELBENCH.md: 0.55 s against
+55-64 s), so every native candidate goes through here. Failed builds are cached as well,
+so a broken candidate is never compiled twice. The cache lives on disk and is shared by
+the parent process and the GPU workers; writes are atomic (temp file + rename), so
+concurrent builders of the same key are harmless.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from functools import cache
+from pathlib import Path
+
+from htam_graph.config import data_dir
+from htam_graph.errors import UserError
+from htam_graph.runner.models import BuildResult
+
+DEFAULT_FLAGS: tuple[str, ...] = ("-O3", "-lineinfo")
+DEFAULT_ARCH = "sm_90"  # the H200 the project targets, used when no GPU is visible
+NVCC_TIMEOUT_S = 120.0
+SOURCE_NAME = "kernel.cu"
+# How the condensed errors name the candidate's source: the contract calls it CUDA_SRC.
+SOURCE_LABEL = "CUDA_SRC"
+MAX_ERRORS = 8
+MAX_LINES = 20
+MAX_CHARS = 2000
+
+
+def find_nvcc() -> Path:
+    """HTAM_NVCC, then PATH, then the PyPI nvcc (pip extra `nvcc`), then /usr/local/cuda."""
+    if env := os.environ.get("HTAM_NVCC"):
+        path = Path(env)
+        if not path.is_file():
+            raise UserError(f"HTAM_NVCC={env} is not a file; point it at an nvcc executable")
+        return path
+    if on_path := shutil.which("nvcc"):
+        return Path(on_path)
+    for candidate in _pip_nvcc_candidates():
+        if candidate.is_file():
+            return candidate
+    toolkit = Path("/usr/local/cuda/bin/nvcc")
+    if toolkit.is_file():
+        return toolkit
+    raise UserError("nvcc not found: set HTAM_NVCC, put nvcc on PATH, or install the extra `htam-graph[nvcc]`")
+
+
+def _pip_nvcc_candidates() -> list[Path]:
+    try:
+        import nvidia  # namespace package of NVIDIA's PyPI wheels
+    except ImportError:
+        return []
+    return [Path(root) / "cu13" / "bin" / "nvcc" for root in nvidia.__path__]
+
+
+@cache
+def nvcc_version(nvcc: Path) -> str:
+    """The 'release X.Y, VX.Y.Z' part of `nvcc --version` (part of every cache key)."""
+    out = subprocess.run([str(nvcc), "--version"], capture_output=True, text=True, timeout=60, check=False)
+    match = re.search(r"release \S+ V[\d.]+", out.stdout)
+    if out.returncode != 0 or not match:
+        raise UserError(f"{nvcc} --version failed ({out.stderr.strip() or out.stdout.strip()}); check the CUDA install")
+    return match.group(0)
+
+
+def device_arch() -> str:
+    """HTAM_CUDA_ARCH, else sm_XY of the current GPU, else sm_90 when there is no GPU."""
+    if env := os.environ.get("HTAM_CUDA_ARCH"):
+        if not re.fullmatch(r"sm_\d+a?", env):
+            raise UserError(f"HTAM_CUDA_ARCH={env} is not an arch like sm_90 or sm_90a")
+        return env
+    import torch
+
+    if not torch.cuda.is_available():
+        return DEFAULT_ARCH
+    major, minor = torch.cuda.get_device_capability()
+    return f"sm_{major}{minor}"
+
+
+def cache_root() -> Path:
+    """HTAM_CACHE_DIR, else the data folder; cubins go under <root>/cubin."""
+    return Path(os.environ.get("HTAM_CACHE_DIR") or data_dir())
+
+
+def build_key(source: str, arch: str, flags: Sequence[str], version: str) -> str:
+    payload = "\0".join([source, arch, " ".join(flags), version])
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def build_cubin(
+    source: str, arch: str | None = None, flags: Sequence[str] = (), timeout_s: float = NVCC_TIMEOUT_S
+) -> BuildResult:
+    """Compile `source` to a cubin for `arch` (default: this machine's GPU), cached by content."""
+    started = time.perf_counter()
+    nvcc = find_nvcc()
+    arch = arch or device_arch()
+    all_flags = (*DEFAULT_FLAGS, *flags)
+    key = build_key(source, arch, all_flags, nvcc_version(nvcc))
+    folder = cache_root() / "cubin"
+    meta_path = folder / f"{key}.json"
+    if meta_path.is_file():
+        cached = BuildResult.model_validate_json(meta_path.read_text())
+        if not cached.ok or (cached.cubin_path and Path(cached.cubin_path).is_file()):
+            return cached.model_copy(update={"cached": True, "seconds": time.perf_counter() - started})
+    result = _run_nvcc(nvcc, source, arch, all_flags, key, folder, timeout_s)
+    return result.model_copy(update={"seconds": time.perf_counter() - started})
+
+
+def _run_nvcc(
+    nvcc: Path, source: str, arch: str, flags: Sequence[str], key: str, folder: Path, timeout_s: float
+) -> BuildResult:
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="htam-nvcc-") as tmp:
+        src = Path(tmp) / SOURCE_NAME
+        src.write_text(source, encoding="utf-8")
+        out = Path(tmp) / "kernel.cubin"
+        cmd = [str(nvcc), "-cubin", f"-arch={arch}", *flags, "-o", str(out), str(src)]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=tmp, check=False)
+        except subprocess.TimeoutExpired:
+            # Not cached: a timeout may be the machine's load rather than the source.
+            msg = f"nvcc timed out after {timeout_s:.0f} s"
+            return BuildResult(ok=False, key=key, arch=arch, cached=False, seconds=0.0, errors=msg, log=msg)
+        log = (proc.stdout + proc.stderr).replace(tmp + os.sep, "")
+        ok = proc.returncode == 0 and out.is_file()
+        cubin_path = None
+        if ok:
+            cubin_path = folder / f"{key}.cubin"
+            _atomic_write(cubin_path, out.read_bytes())
+        errors = "" if ok else condense_errors(log, source)
+    result = BuildResult(
+        ok=ok, key=key, arch=arch, cached=False, seconds=0.0,
+        cubin_path=str(cubin_path) if cubin_path else None, errors=errors, log=log,
+    )
+    _atomic_write(folder / f"{key}.json", result.model_dump_json().encode("utf-8"))
+    return result
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def build_many(
+    sources: Iterable[str], arch: str | None = None, flags: Sequence[str] = (), jobs: int | None = None
+) -> list[BuildResult]:
+    """Build several sources at once: threads each driving one nvcc process, one per core."""
+    sources = list(sources)
+    arch = arch or device_arch()
+    with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
+        return list(pool.map(lambda src: build_cubin(src, arch, flags), sources))
+
+
+# nvcc front end: "kernel.cu(12): error: ..."; host compiler / preprocessor: "file:12:5: error: ...";
+# ptxas: "ptxas error   : ..." or "ptxas fatal   : ...".
+_FRONTEND = re.compile(r"^(?P<file>[^\s:()]+)\((?P<line>\d+)\): (?P<sev>[a-z ]*error)\s*(?:#\S+)?:?\s*(?P<msg>.*)$")
+_HOSTCC = re.compile(r"^(?P<file>[^\s:]+):(?P<line>\d+):(?:\d+:)? (?P<sev>(?:fatal )?error): (?P<msg>.*)$")
+_TOOL = re.compile(r"^(?P<tool>ptxas|nvlink|nvcc|fatbinary)\s*(?P<sev>error|fatal)\s*:\s*(?P<msg>.*)$")
+
+
+def condense_errors(log: str, source: str | None = None) -> str:
+    """The few lines an LLM needs to fix a failed build.
+
+    Keeps the first distinct error lines (warnings, remarks and the compiler's own echo of
+    the source dropped), names the candidate's file CUDA_SRC with its line number, shows
+    the offending source line, strips folder paths, and caps the excerpt.
+    """
+    source_lines = source.splitlines() if source is not None else []
+    seen: set[str] = set()
+    out: list[str] = []
+    for raw in log.splitlines():
+        entry = _error_entry(raw.strip(), source_lines)
+        if entry is None or entry[0] in seen:
+            continue
+        seen.add(entry[0])
+        out.extend(entry)
+        if len(seen) >= MAX_ERRORS:
+            break
+    if not out:  # an unrecognised failure: the tail of the log beats nothing
+        out = [line for line in log.splitlines() if line.strip()][-MAX_LINES:]
+    return _cap(out)
+
+
+def _error_entry(line: str, source_lines: list[str]) -> list[str] | None:
+    if tool := _TOOL.match(line):
+        return [f"{tool['tool']} {tool['sev']}: {tool['msg'].strip()}"]
+    match = _FRONTEND.match(line) or _HOSTCC.match(line)
+    if match is None:
+        return None
+    lineno = int(match["line"])
+    name = os.path.basename(match["file"])
+    if name == SOURCE_NAME:
+        head = f"{SOURCE_LABEL} line {lineno}: {match['sev']}: {match['msg'].strip()}"
+        if 0 < lineno <= len(source_lines):
+            return [head, f"    {source_lines[lineno - 1].strip()}"]
+        return [head]
+    return [f"{name}:{lineno}: {match['sev']}: {match['msg'].strip()}"]
+
+
+def _cap(lines: list[str]) -> str:
+    text = "\n".join(lines[:MAX_LINES])
+    if len(text) > MAX_CHARS:
+        text = text[: MAX_CHARS - 4].rstrip() + "\n..."
+    return text
+

@@ -76,6 +76,8 @@ _LOW_PRECISION_NAMES = {
     "allow_fp16_reduced_precision_reduction", "allow_bf16_reduced_precision_reduction",
 }  # fmt: skip
 _LOW_PRECISION_METHODS = {"half", "bfloat16"}
+# The judge draws fresh inputs from torch's generators: seeding them makes inputs predictable.
+_RNG_CALLS = {"manual_seed", "manual_seed_all", "seed", "seed_all", "set_rng_state", "set_rng_state_all", "fork_rng"}
 # torch namespaces that generate or run compute: any use is flagged, even in __init__ (a
 # torch.compile'd function built there would run in forward).
 _TORCH_GENERATORS = {"compile", "jit", "func", "vmap", "fx", "export", "compiler", "cond"}
@@ -122,7 +124,8 @@ _NON_TENSOR_ANNOTATIONS = {"int", "float", "bool", "str", "tuple", "list", "dict
 
 
 def static_check(source: str, task_dtype: str, fmt: str) -> list[CheatFinding]:
-    """Every cheat pattern visible in a candidate's source, in source order, deduplicated.
+    """Every cheat pattern visible in a candidate's source, deduplicated: the Python part's
+    findings in source order, then those of each embedded C/C++/CUDA string.
 
     `task_dtype` ("float32", "float16", ...) switches on the precision-downgrade rules for
     fp32 tasks; `fmt` ("native" or "kernelbench") decides which loader may be imported.
@@ -405,7 +408,8 @@ class _PythonChecker(ast.NodeVisitor):
     visit_Nonlocal = visit_Global
 
     def visit_Try(self, node: ast.Try) -> None:
-        self.flag(CheatKind.REFERENCE_FALLBACK, "try/except (a fallback path)", node)
+        if node.handlers:  # try/finally alone cannot fall back
+            self.flag(CheatKind.REFERENCE_FALLBACK, "try/except (a fallback path)", node)
         self.generic_visit(node)
 
     visit_TryStar = visit_Try
@@ -496,13 +500,13 @@ class _PythonChecker(ast.NodeVisitor):
             return
         if any(p in _FORBIDDEN_SUBMODULES or (p.startswith("_") and not p.startswith("__")) for p in parts):
             self.flag(CheatKind.FORBIDDEN_IMPORT, f"reaches torch internals via {name}", node)
+        elif last in _RNG_CALLS:
+            self.flag(CheatKind.TIMER_PATCH, f"uses {name} (the judge's random state)", node)
         elif self.fp32 and any(p in _LOW_PRECISION_NAMES for p in parts):
             self.flag(CheatKind.PRECISION_DOWNGRADE, f"uses {name} in a float32 task", node)
         elif any(p in _TORCH_GENERATORS for p in parts[1:]):
             self.flag(CheatKind.TORCH_COMPUTE_OP, f"uses the code generator {name}", node)
-        elif any(p in _STREAM_APIS for p in parts[1:]) or (
-            called and name.startswith("torch.cuda.") and name not in _ALLOWED_TORCH_CALLS
-        ):
+        elif any(p in _STREAM_APIS for p in parts[1:]):
             self.flag(CheatKind.SIDE_STREAM, f"uses {name}", node)
         elif called:
             if not (self.in_init or name in _ALLOWED_TORCH_CALLS or name.startswith("torch.utils.cpp_extension.")):
@@ -573,7 +577,7 @@ class _PythonChecker(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_UnaryOp(self, node: ast.UnaryOp) -> None:
-        if not isinstance(node.op, ast.Not) and not self.in_init and self.is_tensor(node.operand):
+        if not (isinstance(node.op, ast.Not) or self.in_init or self.in_arithmetic) and self.is_tensor(node.operand):
             self.flag(CheatKind.TORCH_COMPUTE_OP, f"tensor arithmetic `{_code(node)}`", node)
         self.generic_visit(node)
 
@@ -607,8 +611,12 @@ class _PythonChecker(ast.NodeVisitor):
 def _base_name(method: str) -> str:
     """The op a method name computes: `add_` -> add (in-place), `__rmatmul__` -> matmul."""
     if method.startswith("__") and method.endswith("__"):
-        core = _DUNDER_OPS.get(method[2:-2].lstrip("ri"), method[2:-2].lstrip("ri"))
-        return core if core in COMPUTE_NAMES else method
+        core = method[2:-2]
+        for name in (core, core[1:]):  # core[1:]: the reflected and in-place forms (rmatmul, iadd)
+            name = _DUNDER_OPS.get(name, name)
+            if name in COMPUTE_NAMES:
+                return name
+        return method
     return method[:-1] if method.endswith("_") else method
 
 
@@ -652,8 +660,12 @@ def _module_level_names(tree: ast.Module) -> set[str]:
     return names
 
 
+# What a string of C/C++/CUDA (or a piece of one) contains and a Python message does not.
+_C_MARKERS = re.compile(r"__global__|__device__|#\s*(?:include|define)|::|\basm\b|<<<|__half|__nv_")
+
+
 def _embedded_sources(tree: ast.Module) -> Iterator[tuple[str, int]]:
-    """Every string constant except docstrings and other bare string statements."""
+    """String constants that hold C/C++/CUDA; docstrings and bare string statements excluded."""
     bare = {
         id(node.value)
         for node in ast.walk(tree)
@@ -661,7 +673,8 @@ def _embedded_sources(tree: ast.Module) -> Iterator[tuple[str, int]]:
     }
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in bare:
-            yield node.value, node.lineno
+            if _C_MARKERS.search(node.value):
+                yield node.value, node.lineno
 
 
 # ================================================================ C / C++ / CUDA

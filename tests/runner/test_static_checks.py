@@ -451,3 +451,18 @@ def test_closures_see_the_tensors_of_forward() -> None:
 def test_membership_in_a_literal_is_not_a_cache() -> None:
     forward = "assert x.data_ptr() % 16 in (0, 8)\n" + LAUNCH
     assert static_check(native(forward), "float32", "native") == []
+
+
+def test_python_messages_are_not_read_as_cuda() -> None:
+    forward = 'assert x.is_cuda, "unsupported system (cuda needed); half precision: use float32"\n' + LAUNCH
+    assert static_check(native(forward), "float32", "native") == []
+
+
+@pytest.mark.parametrize("init", ["torch.manual_seed(0)", "torch.cuda.manual_seed_all(0)"])
+def test_seeding_the_judges_generators_is_flagged_even_in_init(init: str) -> None:
+    assert CheatKind.TIMER_PATCH in _kinds(native(LAUNCH, init=init))
+
+
+def test_try_finally_without_except_is_not_a_fallback() -> None:
+    forward = "try:\n" + textwrap.indent(LAUNCH, "    ") + "finally:\n    pass"
+    assert static_check(native(forward), "float32", "native") == []

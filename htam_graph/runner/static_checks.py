@@ -740,6 +740,8 @@ _LAUNCH = re.compile(r"<<<(.*?)>>>", re.DOTALL)
 _ASM = re.compile(r"\b(?:asm|__asm__)\b[^;]*;")
 _CURRENT_STREAM = r"(?:at|c10)::cuda::get(?:Current|Default)CUDAStream\s*\([^)]*\)"
 _STREAM_VAR = re.compile(r"(\w+)\s*[=({]\s*" + _CURRENT_STREAM)
+# A stream handed in by the caller: the caller's own launch decides (and is checked there).
+_STREAM_PARAM = re.compile(r"\b(?:cudaStream_t|CUDAStream)\s+(\w+)\s*[,)]")
 
 
 def check_cuda_source(text: str, fp32: bool, first_line: int = 1) -> list[CheatFinding]:
@@ -794,7 +796,7 @@ def _aten_findings(code: str, line: Callable[[int], int]) -> Iterator[CheatFindi
 
 def _launch_findings(code: str, line: Callable[[int], int]) -> Iterator[CheatFinding]:
     """A <<<grid, block, smem, stream>>> whose stream is not the current/default one."""
-    current = {m.group(1) for m in _STREAM_VAR.finditer(code)}
+    current = {m.group(1) for m in (*_STREAM_VAR.finditer(code), *_STREAM_PARAM.finditer(code))}
     for match in _LAUNCH.finditer(code):
         params = _split_top_level(match.group(1))
         if len(params) < 4:

@@ -466,3 +466,12 @@ def test_seeding_the_judges_generators_is_flagged_even_in_init(init: str) -> Non
 def test_try_finally_without_except_is_not_a_fallback() -> None:
     forward = "try:\n" + textwrap.indent(LAUNCH, "    ") + "finally:\n    pass"
     assert static_check(native(forward), "float32", "native") == []
+
+
+def test_kernelbench_stream_passed_in_by_the_caller_is_not_a_side_stream() -> None:
+    helper = (
+        "static void launch(const float* a, float* out, int n, cudaStream_t stream) {\n"
+        "    add_kernel<<<1, 256, 0, stream>>>(a, a, out, n);\n}\n"
+    )
+    cuda = KB_CUDA.replace("torch::Tensor add_cuda(", helper + "torch::Tensor add_cuda(")
+    assert static_check(kernelbench(cuda), "float32", "kernelbench") == []

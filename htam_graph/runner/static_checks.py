@@ -288,7 +288,7 @@ class _PythonChecker(ast.NodeVisitor):
         for sub in ast.walk(node):
             if isinstance(sub, ast.Attribute) and sub.attr in _IDENTITY_METHODS:
                 return True
-            if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name) and sub.func.id == "id":
+            if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name) and sub.func.id in ("id", "hash"):
                 return True
             if isinstance(sub, ast.Name) and sub.id in self.scope.identities:
                 return True
@@ -556,7 +556,7 @@ class _PythonChecker(ast.NodeVisitor):
         method, receiver = func.attr, func.value
         if self.fp32 and method in _LOW_PRECISION_METHODS:
             self.flag(CheatKind.PRECISION_DOWNGRADE, f"calls .{method}() in a float32 task", node)
-        if method in _KEY_METHODS and node.args and self.mentions_identity(node.args[0]):
+        if method in _KEY_METHODS and node.args and self.is_cache_key(node.args[0], receiver):
             self.flag(CheatKind.POINTER_CACHE, f"looks up `{_code(node)}` by an input's address", node)
         if self.in_init or self.is_extension(receiver) or _base_name(method) not in COMPUTE_NAMES:
             return
@@ -587,16 +587,27 @@ class _PythonChecker(ast.NodeVisitor):
         if not self.in_init and any(not isinstance(op, identity_ops) for op in node.ops):
             if any(self.is_tensor(o) for o in operands):
                 self.flag(CheatKind.TORCH_COMPUTE_OP, f"tensor comparison `{_code(node)}`", node)
-        if any(self.mentions_identity(o) for o in operands):
-            membership = any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops) and not all(
-                _is_constant(c) for c in node.comparators
-            )
-            if membership or any(self.outlives_call(o) and not self.mentions_identity(o) for o in operands):
+        if any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops):
+            if any(self.is_cache_key(node.left, c) for c in node.comparators):
+                self.flag(CheatKind.POINTER_CACHE, f"looks up an input's address `{_code(node)}`", node)
+        elif any(self.mentions_identity(o) for o in operands):
+            if any(self.outlives_call(o) and not self.mentions_identity(o) for o in operands):
                 self.flag(CheatKind.POINTER_CACHE, f"compares an input's address `{_code(node)}`", node)
         self.generic_visit(node)
 
+    def is_cache_key(self, key: ast.AST, container: ast.AST) -> bool:
+        """An input's address, or a tensor itself (hashed by identity) used to look up kept state.
+
+        Membership in a literal such as (0, 8) is an alignment test, not a lookup.
+        """
+        if _is_constant(container):
+            return False
+        if self.mentions_identity(key):
+            return True
+        return self.is_tensor(key) and not self.is_tensor(container) and self.outlives_call(container)
+
     def visit_Subscript(self, node: ast.Subscript) -> None:
-        if self.mentions_identity(node.slice):
+        if self.is_cache_key(node.slice, node.value):
             self.flag(CheatKind.POINTER_CACHE, f"indexes `{_code(node)}` by an input's address", node)
         if isinstance(node.ctx, ast.Store) and not self.in_init and self.is_tensor(node.value):
             self.flag(CheatKind.TORCH_COMPUTE_OP, f"writes into tensor `{_code(node)}` with PyTorch", node)
@@ -719,6 +730,7 @@ _C_RULES = (
     _rule(_PD, r"\b(?:w?gmma|w?mma)[\w.]*?\.(?:f16|bf16|tf32|e4m3|e5m2)\b|\bcvt\.[\w.]*tf32\b", "runs PTX in f16/bf16/tf32", fp32_only=True, in_strings=True),
     _rule(CheatKind.SIDE_STREAM, r"\bcu(?:da)?StreamCreate\w*|\bcu(?:da)?LaunchHostFunc\b|\bcudaStreamAddCallback\b|\bcudaStreamPerThread\b|\bgetStreamFromPool\b", "creates or uses another stream"),
     _rule(CheatKind.SIDE_STREAM, r"\bstd::(?:j?thread|async)\b|\bpthread_create\b|#\s*include\s*<(?:thread|future)>", "starts a host thread"),
+    _rule(CheatKind.TORCH_COMPUTE_OP, r"\busing\s+namespace\s+(?:at|torch|c10)\s*;", "hides the at::/torch:: prefix of its calls"),
     _rule(CheatKind.TORCH_COMPUTE_OP, r"\bcu(?:blas|blasLt|dnn|fft|sparse|solver)\w*\s*\(|#\s*include\s*[<\"](?:cublas|cudnn|cufft|cusparse|cusolver)\w*\.h", "calls a vendor compute library"),
     _rule(CheatKind.FORBIDDEN_IMPORT, r"\b(?:system|popen|fopen|dlopen|dlsym|fork|execv\w*)\s*\(|#\s*include\s*<(?:fstream|dlfcn\.h|unistd\.h)>", "calls the OS from C++"),
     _rule(CheatKind.FORBIDDEN_IMPORT, r"\b(?:py|pybind11)::(?:module_?::import|exec|eval)\b|\bPy(?:Import|Run|Eval)_\w+", "runs Python from C++"),

@@ -475,3 +475,27 @@ def test_kernelbench_stream_passed_in_by_the_caller_is_not_a_side_stream() -> No
     )
     cuda = KB_CUDA.replace("torch::Tensor add_cuda(", helper + "torch::Tensor add_cuda(")
     assert static_check(kernelbench(cuda), "float32", "kernelbench") == []
+
+
+@pytest.mark.parametrize(
+    ("init", "forward"),
+    [
+        ("self.memo = {}", "if x in self.memo:\n    return self.memo[x]\nreturn x"),
+        ("self.memo = {}", "return self.memo.get(x)"),
+        ("", "self.key = hash(x)\nreturn x"),
+    ],
+)
+def test_tensor_identity_as_cache_key(init: str, forward: str) -> None:
+    assert CheatKind.POINTER_CACHE in _kinds(native(forward, init=init))
+
+
+def test_indexing_a_kept_tensor_with_a_tensor_is_not_a_cache() -> None:
+    init = "self.table = nn.Parameter(torch.randn(16, 4))"
+    assert CheatKind.POINTER_CACHE not in _kinds(native("return self.table[x]", init=init))
+
+
+def test_kernelbench_using_namespace_at_is_flagged() -> None:
+    cuda = KB_CUDA.replace("#include <cuda_runtime.h>", "").replace(
+        "torch::Tensor add_cuda(", "using namespace at;\ntorch::Tensor add_cuda("
+    )
+    assert CheatKind.TORCH_COMPUTE_OP in _kinds(kernelbench(cuda), fmt="kernelbench")

@@ -34,6 +34,7 @@ from htam_graph.memory.seed import load_seed_bank
 from htam_graph.memory.sqlite_store import SQLiteStore
 
 STEPS_PER_RUN = 6
+WARMUP_UPDATES = 30
 console = Console()
 
 
@@ -80,7 +81,7 @@ def percentiles(samples_s: list[float]) -> dict[str, float]:
 def measure(store, n_score: int, n_update: int, rng: random.Random) -> dict:
     params = ScoringParams()
     globals_ = [g.id for g in store.get_globals()]
-    for _ in range(20):  # warm caches and query plans
+    for _ in range(200):  # warm caches, query plans and the server's JIT
         store.score(rng.sample(globals_, 3), params)
     score_s = []
     for _ in range(n_score):
@@ -88,11 +89,13 @@ def measure(store, n_score: int, n_update: int, rng: random.Random) -> dict:
         t0 = time.perf_counter()
         store.score(prefix, params)
         score_s.append(time.perf_counter() - t0)
-    runs, steps = synthetic_steps(n_update, rng, run_prefix=f"bench-{rng.random():.6f}")
+    runs, steps = synthetic_steps(n_update + WARMUP_UPDATES, rng, run_prefix=f"bench-{rng.random():.6f}")
     for run in runs:
         store.start_run(run, TaskRecord(id=run.task_id))
+    for step in steps[:WARMUP_UPDATES]:
+        store.record_step(step)
     update_s = []
-    for step in steps:
+    for step in steps[WARMUP_UPDATES:]:
         t0 = time.perf_counter()
         store.record_step(step)
         update_s.append(time.perf_counter() - t0)

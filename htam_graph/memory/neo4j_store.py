@@ -191,10 +191,20 @@ class Neo4jStore(MemoryStore):
             return session.execute_write(_apply_step, step, fx)
 
     def import_snapshot(self, snap: MemorySnapshot) -> None:
+        """The HTG and run headers go in one transaction, steps in batches of their own (a
+        single transaction of 10^5 steps outgrows a server's transaction memory). The store
+        was empty, so on any failure it is emptied again: nothing half-imported stays."""
         self.require_empty()
         self.init_schema()
-        with self.driver.session(database=self.database) as session:
-            session.execute_write(_write_snapshot, snap, True)  # one transaction: all or nothing
+        steps = [_step_row(s) for s in snap.steps]
+        try:
+            with self.driver.session(database=self.database) as session:
+                session.execute_write(_write_snapshot, snap.model_copy(update={"steps": []}), True)
+                for i in range(0, len(steps), BATCH):
+                    session.execute_write(_batches, "upsert_steps", steps[i : i + BATCH])
+        except BaseException:
+            self.reset()
+            raise
 
     def reset(self) -> None:
         with self.driver.session(database=self.database) as session:

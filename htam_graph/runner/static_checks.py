@@ -352,8 +352,9 @@ class _PythonChecker(ast.NodeVisitor):
         for sub in ast.walk(node):
             if isinstance(sub, ast.Assign):
                 for target in sub.targets:
-                    if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
-                        self.classify_attr(target.attr, sub.value, info)
+                    match target:
+                        case ast.Attribute(value=ast.Name(id="self"), attr=attr):
+                            self.classify_attr(attr, sub.value, info)
             elif isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute):
                 if sub.func.attr in ("register_buffer", "register_parameter") and sub.args:
                     first = sub.args[0]
@@ -715,25 +716,43 @@ class _CRule:
     in_strings: bool = False  # read the strings of asm statements: PTX lives there
 
 
-def _rule(kind: CheatKind, pattern: str, what: str, **options: bool) -> _CRule:
-    return _CRule(kind, re.compile(pattern), what, **options)
+def _rule(kind: CheatKind, what: str, *alternatives: str, fp32_only: bool = False, in_strings: bool = False) -> _CRule:
+    pattern = re.compile("|".join(f"(?:{a})" for a in alternatives))
+    return _CRule(kind, pattern, what, fp32_only, in_strings)
 
 
 _PD = CheatKind.PRECISION_DOWNGRADE
 _C_RULES = (
-    _rule(_PD, r"#\s*include\s*[<\"](?:cuda_fp16|cuda_bf16|cuda_fp8|mma)\.h", "includes a half-precision header", fp32_only=True),
-    _rule(_PD, r"\b(?:__half2?|__nv_bfloat162?|nv_bfloat162?|half2|__nv_fp8\w*)\b", "uses a 16/8-bit float type", fp32_only=True),
-    _rule(_PD, r"\b(?:const\s+half\b|half\s+(?!and\b|or\b)[A-Za-z_]|\(\s*half\s*\)|<\s*half\s*>|half\s*\*\s*__restrict__)", "declares a half value", fp32_only=True),
-    _rule(_PD, r"\b__(?:float2half|half2float|float2bfloat16|bfloat162float|floats2half2|float22half2|float_to_tf32)\w*", "converts to/from 16-bit or tf32", fp32_only=True),
-    _rule(_PD, r"\b(?:nvcuda::)?wmma::", "uses wmma tensor-core fragments", fp32_only=True),
-    _rule(_PD, r"\b(?:at|c10)::(?:Half|BFloat16)\b|\bk(?:Half|BFloat16|Float16)\b|\.\s*(?:half|bfloat16)\s*\(\s*\)", "uses an ATen half type", fp32_only=True),
-    _rule(_PD, r"\b(?:w?gmma|w?mma)[\w.]*?\.(?:f16|bf16|tf32|e4m3|e5m2)\b|\bcvt\.[\w.]*tf32\b", "runs PTX in f16/bf16/tf32", fp32_only=True, in_strings=True),
-    _rule(CheatKind.SIDE_STREAM, r"\bcu(?:da)?StreamCreate\w*|\bcu(?:da)?LaunchHostFunc\b|\bcudaStreamAddCallback\b|\bcudaStreamPerThread\b|\bgetStreamFromPool\b", "creates or uses another stream"),
-    _rule(CheatKind.SIDE_STREAM, r"\bstd::(?:j?thread|async)\b|\bpthread_create\b|#\s*include\s*<(?:thread|future)>", "starts a host thread"),
-    _rule(CheatKind.TORCH_COMPUTE_OP, r"\busing\s+namespace\s+(?:at|torch|c10)\s*;", "hides the at::/torch:: prefix of its calls"),
-    _rule(CheatKind.TORCH_COMPUTE_OP, r"\bcu(?:blas|blasLt|dnn|fft|sparse|solver)\w*\s*\(|#\s*include\s*[<\"](?:cublas|cudnn|cufft|cusparse|cusolver)\w*\.h", "calls a vendor compute library"),
-    _rule(CheatKind.FORBIDDEN_IMPORT, r"\b(?:system|popen|fopen|dlopen|dlsym|fork|execv\w*)\s*\(|#\s*include\s*<(?:fstream|dlfcn\.h|unistd\.h)>", "calls the OS from C++"),
-    _rule(CheatKind.FORBIDDEN_IMPORT, r"\b(?:py|pybind11)::(?:module_?::import|exec|eval)\b|\bPy(?:Import|Run|Eval)_\w+", "runs Python from C++"),
+    _rule(_PD, "includes a half-precision header", r"#\s*include\s*[<\"](?:cuda_fp16|cuda_bf16|cuda_fp8|mma)\.h",
+          fp32_only=True),
+    _rule(_PD, "uses a 16/8-bit float type", r"\b(?:__half2?|__nv_bfloat162?|nv_bfloat162?|half2|__nv_fp8\w*)\b",
+          fp32_only=True),
+    # `half` alone is also a common variable name: only its uses as a type count.
+    _rule(_PD, "declares a half value", r"\bconst\s+half\b", r"\bhalf\s+(?!and\b|or\b)[A-Za-z_]",
+          r"\(\s*half\s*\)", r"<\s*half\s*>", r"\bhalf\s*\*\s*__restrict__", fp32_only=True),
+    _rule(_PD, "converts to/from 16-bit or tf32",
+          r"\b__(?:float2half|half2float|float2bfloat16|bfloat162float|floats2half2|float22half2|float_to_tf32)\w*",
+          fp32_only=True),
+    _rule(_PD, "uses wmma tensor-core fragments", r"\b(?:nvcuda::)?wmma::", fp32_only=True),
+    _rule(_PD, "uses an ATen half type", r"\b(?:at|c10)::(?:Half|BFloat16)\b", r"\bk(?:Half|BFloat16|Float16)\b",
+          r"\.\s*(?:half|bfloat16)\s*\(\s*\)", fp32_only=True),
+    _rule(_PD, "runs PTX in f16/bf16/tf32", r"\b(?:w?gmma|w?mma)[\w.]*?\.(?:f16|bf16|tf32|e4m3|e5m2)\b",
+          r"\bcvt\.[\w.]*tf32\b", fp32_only=True, in_strings=True),
+    _rule(CheatKind.SIDE_STREAM, "creates or uses another stream", r"\bcu(?:da)?StreamCreate\w*",
+          r"\bcu(?:da)?LaunchHostFunc\b", r"\bcudaStreamAddCallback\b", r"\bcudaStreamPerThread\b",
+          r"\bgetStreamFromPool\b"),
+    _rule(CheatKind.SIDE_STREAM, "starts a host thread", r"\bstd::(?:j?thread|async)\b", r"\bpthread_create\b",
+          r"#\s*include\s*<(?:thread|future)>"),
+    _rule(CheatKind.TORCH_COMPUTE_OP, "hides the at::/torch:: prefix of its calls",
+          r"\busing\s+namespace\s+(?:at|torch|c10)\s*;"),
+    _rule(CheatKind.TORCH_COMPUTE_OP, "calls a vendor compute library",
+          r"\bcu(?:blas|blasLt|dnn|fft|sparse|solver)\w*\s*\(",
+          r"#\s*include\s*[<\"](?:cublas|cudnn|cufft|cusparse|cusolver)\w*\.h"),
+    _rule(CheatKind.FORBIDDEN_IMPORT, "calls the OS from C++",
+          r"\b(?:system|popen|fopen|dlopen|dlsym|fork|execv\w*)\s*\(",
+          r"#\s*include\s*<(?:fstream|dlfcn\.h|unistd\.h)>"),
+    _rule(CheatKind.FORBIDDEN_IMPORT, "runs Python from C++", r"\b(?:py|pybind11)::(?:module_?::import|exec|eval)\b",
+          r"\bPy(?:Import|Run|Eval)_\w+"),
 )  # fmt: skip
 
 _ATEN_CALL = re.compile(r"\b(?:at|torch|c10)((?:::\w+)+)\s*(?:<[^;(){}]*>)?\s*\(")

@@ -201,3 +201,25 @@ def test_neo4j_links_steps_for_browsing(neo4j_store):
         database_=neo4j_store.database,
     )
     assert (records[0]["steps"], records[0]["next"]) == (4, 3)
+
+
+@pytest.mark.neo4j
+def test_neo4j_import_failure_leaves_the_store_empty(neo4j_store, local_store, monkeypatch):
+    import htam_graph.memory.neo4j_store as mod
+
+    seeded(local_store)
+    for i in range(5):
+        local_store.record_step(make_step(i, [], G[i], 0.5))
+    monkeypatch.setattr(mod, "BATCH", 2)  # several step batches, the second one fails
+    real, calls = mod._batches, []
+
+    def failing(tx, name, rows, **params):
+        calls.append(name)
+        if calls.count("upsert_steps") == 2:
+            raise RuntimeError("connection lost mid-import")
+        return real(tx, name, rows, **params)
+
+    monkeypatch.setattr(mod, "_batches", failing)
+    with pytest.raises(RuntimeError, match="mid-import"):
+        neo4j_store.import_snapshot(local_store.export())
+    assert set(neo4j_store.counts().values()) == {0}

@@ -51,7 +51,12 @@ def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]
     table = Table(title=title)
     for i, col in enumerate(columns):
         numeric = bool(rows) and all(isinstance(r[i], (int, float)) for r in rows)
-        table.add_column(col, justify="right" if numeric else "left")
+        # Ids and numbers stay on one line (ids are what people copy into --prefix);
+        # free text wraps into the width that is left.
+        if numeric:
+            table.add_column(col, justify="right", no_wrap=True, min_width=len(col))
+        else:
+            table.add_column(col, no_wrap=i == 0)
     for row in rows:
         table.add_row(*(_cell(v) for v in row))
     console.print(table)

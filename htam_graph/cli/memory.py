@@ -75,12 +75,12 @@ def _show_globals(store, as_json: bool) -> None:
                     "globals": [g.model_dump() for g in globals_]})
         return
     rows = [
-        (g.id, g.name, n_locals.get(g.id, 0), g.prior, g.attempts, _rate(g.successes, g.attempts),
+        (g.id, n_locals.get(g.id, 0), g.prior, g.attempts, _rate(g.successes, g.attempts),
          g.reward_sum / g.attempts if g.attempts else None, g.trend)
         for g in globals_
     ]
     print_table(f"Global directions in {store.describe()}",
-                ["id", "name", "locals", "prior", "attempts", "success", "mean reward", "trend"], rows)
+                ["id", "locals", "prior", "attempts", "success", "mean reward", "trend"], rows)
     console.print(" ".join(f"{k}={v}" for k, v in store.counts().items()))
 
 
@@ -95,7 +95,7 @@ def _show_locals(store, global_id: str, as_json: bool) -> None:
     rows = [(loc.id, loc.name, loc.attempts, _rate(loc.successes, loc.attempts),
              len(loc.positive), len(loc.negative)) for loc in locals_]
     print_table(f"Local strategies under {global_id}",
-                ["id", "name", "attempts", "success", "+evidence", "-evidence"], rows)
+                ["id", "name", "attempts", "success", "pos", "neg"], rows)
 
 
 def _show_transitions(store, as_json: bool) -> None:

@@ -91,33 +91,56 @@ def _validate(path: Path, source: str) -> None:
         raise UserError(f"{path}:{model.lineno}: class Model has no forward method; define forward(self, ...)")
 
 
-def _level_of(path: Path) -> int | None:
-    """From the nearest enclosing folder named level<N> (KernelBench's layout)."""
+def _level_dir(path: Path, root: Path | None) -> Path | None:
+    """The nearest enclosing folder named level<N> (KernelBench's layout), not above `root`'s parent."""
     for folder in path.parents:
-        match = _LEVEL_DIR.match(folder.name)
-        if match:
-            return int(match.group(1))
+        if _LEVEL_DIR.match(folder.name):
+            return folder
+        if root is not None and folder == root:
+            return None
     return None
 
 
 def load_task(path: Path | str, root: Path | str | None = None) -> Task:
-    """Read and validate one task file; `root` (its suite folder) decides the id."""
-    path = Path(path)
+    """Read and validate one task file found under `root` (None for a lone file).
+
+    The id is the path without `.py` relative to the parent of its level<N> folder
+    ("level1/19_ReLU", whatever folder of a KernelBench checkout `root` is), else relative
+    to `root`; a lone file's id is its stem.
+    """
+    path = Path(path).resolve()
     if not path.is_file():
         raise UserError(f"{path}: no such task file; give the path of a KernelBench-format .py file")
     source = path.read_text(encoding="utf-8")
     _validate(path, source)
-    relative = path.relative_to(root) if root is not None else Path(path.name)
+    root = Path(root).resolve() if root is not None else None
+    level_dir = _level_dir(path, root)
+    if root is None:
+        task_id = path.stem
+    else:
+        task_id = path.relative_to(level_dir.parent if level_dir else root).with_suffix("").as_posix()
     match = _NUMBERED_STEM.match(path.stem)
     return Task(
-        id=relative.with_suffix("").as_posix(),
+        id=task_id,
         name=match.group(2) if match else path.stem,
-        level=_level_of(path.resolve()),
+        level=int(_LEVEL_DIR.match(level_dir.name).group(1)) if level_dir else None,
         number=int(match.group(1)) if match else None,
-        path=path.resolve(),
+        path=path,
         source=source,
         sha256=hashlib.sha256(source.encode("utf-8")).hexdigest(),
     )
+
+
+def _task_files(root: Path) -> list[Path]:
+    """Python files under `root`; when the tree has level<N> folders, only the files in them
+    (so a KernelBench checkout's scripts are not mistaken for tasks)."""
+    files = [
+        p
+        for p in root.rglob("*.py")
+        if p.name != "__init__.py" and not any(part.startswith((".", "__")) for part in p.relative_to(root).parts)
+    ]
+    in_levels = [p for p in files if _level_dir(p, root) is not None]
+    return in_levels or files
 
 
 def _matches(task: Task, pattern: str) -> bool:
@@ -145,8 +168,7 @@ def load_tasks(root: Path | str, pattern: str | None = None) -> list[Task]:
     if root.is_file():
         tasks = [load_task(root)]
     elif root.is_dir():
-        files = (p for p in root.rglob("*.py") if p.name != "__init__.py" and "__pycache__" not in p.parts)
-        tasks = [load_task(p, root) for p in files]
+        tasks = [load_task(p, root) for p in _task_files(root)]
     else:
         raise UserError(f"{root}: no such file or folder; give a task file or a KernelBench folder")
     if pattern:
@@ -162,14 +184,17 @@ def builtin_suite_dir() -> Path:
     return Path(__file__).resolve().parent / "suite"
 
 
-def resolve_task(spec: str | Path) -> Task:
-    """A task from a path, a built-in id ('level1/19_ReLU'), or a unique part of one ('ReLU')."""
+def resolve_task(spec: str | Path, root: Path | str | None = None) -> Task:
+    """A task from a path, an id ('level1/19_ReLU'), or a unique part of one ('ReLU').
+
+    Ids and names are looked up in `root` (a task folder), by default the built-in suite.
+    """
     path = Path(spec)
     if path.suffix == ".py" or path.is_file():
         return load_task(path)
-    suite = load_tasks(builtin_suite_dir())
+    suite = load_tasks(root if root is not None else builtin_suite_dir())
     text = str(spec)
-    exact = [t for t in suite if text in (t.id, t.name) or text.lower() == t.name.lower()]
+    exact = [t for t in suite if text == t.id or text.lower() == t.name.lower()]
     found = exact or [t for t in suite if text.lower() in t.id.lower()]
     if len(found) == 1:
         return found[0]
@@ -178,7 +203,8 @@ def resolve_task(spec: str | Path) -> Task:
         raise UserError(f"task {text!r} is ambiguous: it matches {names}; give the full id")
     close = difflib.get_close_matches(text, [t.id for t in suite] + [t.name for t in suite], n=5, cutoff=0.4)
     hint = f"; did you mean {', '.join(close)}?" if close else "; run `htam tasks list` to see the ids"
-    raise UserError(f"no task {text!r} in the built-in suite and no such file{hint}")
+    where = "the built-in suite" if root is None else str(root)
+    raise UserError(f"no task {text!r} in {where} and no such file{hint}")
 
 
 def task_dtype(module: ModuleType) -> torch.dtype:

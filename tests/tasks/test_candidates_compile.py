@@ -61,6 +61,13 @@ def _launched_kernels(path: Path) -> set[str]:
     }
 
 
+def _init_params(path: Path, class_name: str) -> list[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == class_name)
+    init = next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__")
+    return [a.arg for a in init.args.args]
+
+
 def _rel(path: Path) -> str:
     return path.relative_to(CANDIDATES).with_suffix("").as_posix()
 
@@ -68,6 +75,12 @@ def _rel(path: Path) -> str:
 def test_one_candidate_per_builtin_task():
     tasks = {task.id for task in load_tasks(builtin_suite_dir())}
     assert {_rel(p) for p in _candidate_files()} == tasks
+
+
+@pytest.mark.parametrize("path", _candidate_files(), ids=_rel)
+def test_constructor_matches_the_reference(path: Path):
+    task = builtin_suite_dir() / path.relative_to(CANDIDATES)
+    assert _init_params(path, "ModelNew") == _init_params(task, "Model")
 
 
 @pytest.mark.parametrize("path", _candidate_files(), ids=_rel)

@@ -37,7 +37,8 @@ _REQUIRED: tuple[tuple[str, type[ast.stmt], str], ...] = (
 
 
 class Task(BaseModel):
-    """One task file; `id` is its path relative to the suite root without `.py`."""
+    """One task file. `id` is its path without `.py` from the parent of its level<N> folder
+    ("level1/19_ReLU"), else from the folder it was listed in; a lone file's id is its stem."""
 
     id: str
     name: str
@@ -92,7 +93,8 @@ def _validate(path: Path, source: str) -> None:
 
 
 def _level_dir(path: Path, root: Path | None) -> Path | None:
-    """The nearest enclosing folder named level<N> (KernelBench's layout), not above `root`'s parent."""
+    """The nearest enclosing folder named level<N> (KernelBench's layout), searched up to
+    `root` itself; None when there is none (root None: any ancestor counts)."""
     for folder in path.parents:
         if _LEVEL_DIR.match(folder.name):
             return folder
@@ -219,4 +221,6 @@ def task_dtype(module: ModuleType) -> torch.dtype:
     for value in inputs:
         if isinstance(value, torch.Tensor) and value.is_floating_point():
             return value.dtype
-    raise UserError(f"{module.__file__}: get_inputs() returns no floating-point tensor; the runner needs one to pick tolerances")
+    raise UserError(
+        f"{module.__file__}: get_inputs() returns no floating-point tensor; the runner needs one to pick tolerances"
+    )

@@ -29,11 +29,22 @@ class L2Flusher:
         self.buffer.fill_(0)
 
 
+WARMUP_MS = 100.0  # at least this much warm-up work, so clocks and caches settle
+MAX_WARMUP_RUNS = 1000
+
+
 def time_gpu(fn: Callable[[], Any], flusher: L2Flusher, warmup: int, trials: int) -> Timing:
     """Median-based timing of `fn` in milliseconds (CUDA events)."""
     import torch
 
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
     for _ in range(warmup):
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    per_run = max(start.elapsed_time(end) / warmup, 1e-3)
+    for _ in range(min(int(WARMUP_MS / per_run), MAX_WARMUP_RUNS) - warmup):
         fn()
     torch.cuda.synchronize()
     pairs = []

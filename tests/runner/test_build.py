@@ -1,0 +1,94 @@
+"""nvcc -> cubin builds through the content-hash cache, with a real nvcc (no GPU needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from htam_graph.errors import UserError
+from htam_graph.runner.build import build_cubin, build_many, condense_errors, find_nvcc
+
+
+def _has_nvcc() -> bool:
+    try:
+        find_nvcc()
+        return True
+    except UserError:
+        return False
+
+
+pytestmark = [pytest.mark.nvcc, pytest.mark.skipif(not _has_nvcc(), reason="needs nvcc (pip extra `nvcc`)")]
+
+KERNEL = r"""
+extern "C" __global__ void scale(const float* __restrict__ x, float* __restrict__ y, float a, long long n) {
+    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i];
+}
+"""
+
+BROKEN = r"""
+extern "C" __global__ void scale(const float* x, float* y, long long n) {
+    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    int unused_variable;
+    if (i < n) y[i] = factor * x[i];
+}
+"""
+
+
+@pytest.fixture(autouse=True)
+def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("HTAM_CACHE_DIR", str(tmp_path))
+    return tmp_path
+
+
+def test_build_writes_a_cubin_and_the_second_build_is_a_cache_hit(cache_dir: Path):
+    first = build_cubin(KERNEL, "sm_90")
+    assert first.ok and not first.cached and first.errors == ""
+    cubin = Path(first.cubin_path)
+    assert cubin.parent == cache_dir / "cubin" and cubin.read_bytes()[:4] == b"\x7fELF"
+    second = build_cubin(KERNEL, "sm_90")
+    assert second.cached and second.ok and second.key == first.key and second.cubin_path == first.cubin_path
+
+
+def test_the_key_covers_source_arch_and_flags():
+    base = build_cubin(KERNEL, "sm_90")
+    assert build_cubin(KERNEL + "\n", "sm_90").key != base.key
+    assert build_cubin(KERNEL, "sm_80").key != base.key
+    assert build_cubin(KERNEL, "sm_90", flags=("-DEXTRA=1",)).key != base.key
+
+
+def test_a_broken_kernel_is_condensed_to_the_offending_line_and_cached():
+    result = build_cubin(BROKEN, "sm_90")
+    assert not result.ok and result.cubin_path is None
+    assert result.errors.splitlines() == [
+        'CUDA_SRC line 5: error: identifier "factor" is undefined',
+        "    if (i < n) y[i] = factor * x[i];",
+    ]
+    assert "warning" in result.log  # the full log keeps what the summary drops
+    again = build_cubin(BROKEN, "sm_90")
+    assert again.cached and not again.ok and again.errors == result.errors
+
+
+def test_build_many_builds_in_parallel_and_keeps_the_order():
+    sources = [KERNEL.replace("a * x[i]", f"a * x[i] + {k}.0f") for k in range(4)] + [BROKEN]
+    results = build_many(sources, "sm_90", jobs=4)
+    assert [r.ok for r in results] == [True, True, True, True, False]
+    assert len({r.key for r in results}) == 5
+
+
+def test_condense_errors_keeps_errors_only_and_caps_the_excerpt():
+    log = "\n".join(
+        [f"kernel.cu({n}): error: problem number {n}" for n in range(1, 40)]
+        + ['kernel.cu(3): warning #177-D: variable "v" was declared but never referenced', "ptxas fatal   : bad"]
+    )
+    text = condense_errors(log, "line one\nline two\n")
+    assert "warning" not in text
+    assert text.splitlines()[0] == "CUDA_SRC line 1: error: problem number 1"
+    assert text.splitlines()[1] == "    line one"
+    assert len(text.splitlines()) <= 20 and len(text) <= 2000
+
+
+def test_condense_errors_names_headers_without_their_folders():
+    log = "/opt/cuda/include/cuda_fp16.h:4492:10: fatal error: nv/target: No such file or directory"
+    assert condense_errors(log) == "cuda_fp16.h:4492: fatal error: nv/target: No such file or directory"

@@ -92,12 +92,13 @@ def _validate(path: Path, source: str) -> None:
         raise UserError(f"{path}:{model.lineno}: class Model has no forward method; define forward(self, ...)")
 
 
-def _level_dir(path: Path, root: Path | None) -> Path | None:
-    """The nearest enclosing folder named level<N> (KernelBench's layout), searched up to
-    `root` itself; None when there is none (root None: any ancestor counts)."""
+def _level_dir(path: Path, root: Path | None) -> tuple[Path, int] | None:
+    """The nearest enclosing folder named level<N> (KernelBench's layout) and its N, searched
+    up to `root` itself; None when there is none (root None: any ancestor counts)."""
     for folder in path.parents:
-        if _LEVEL_DIR.match(folder.name):
-            return folder
+        match = _LEVEL_DIR.match(folder.name)
+        if match:
+            return folder, int(match.group(1))
         if root is not None and folder == root:
             return None
     return None
@@ -116,16 +117,16 @@ def load_task(path: Path | str, root: Path | str | None = None) -> Task:
     source = path.read_text(encoding="utf-8")
     _validate(path, source)
     root = Path(root).resolve() if root is not None else None
-    level_dir = _level_dir(path, root)
+    level = _level_dir(path, root)
     if root is None:
         task_id = path.stem
     else:
-        task_id = path.relative_to(level_dir.parent if level_dir else root).with_suffix("").as_posix()
+        task_id = path.relative_to(level[0].parent if level else root).with_suffix("").as_posix()
     match = _NUMBERED_STEM.match(path.stem)
     return Task(
         id=task_id,
         name=match.group(2) if match else path.stem,
-        level=int(_LEVEL_DIR.match(level_dir.name).group(1)) if level_dir else None,
+        level=level[1] if level else None,
         number=int(match.group(1)) if match else None,
         path=path,
         source=source,

@@ -1,38 +1,19 @@
-"""Every native-format candidate in bench/candidates compiles with the real nvcc to an sm_90 cubin."""
+"""The honest native-format candidates in bench/candidates: one per built-in task, the reference's
+constructor, kernels that exist, and a real nvcc build of each to an sm_90 cubin (runner.build)."""
 
 from __future__ import annotations
 
 import ast
-import os
-import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
+from htam_graph.errors import UserError
+from htam_graph.runner.build import build_cubin, find_nvcc
+from htam_graph.runner.native import parse_kernels, parse_signature
 from htam_graph.tasks import builtin_suite_dir, load_tasks
 
 CANDIDATES = Path(__file__).resolve().parents[2] / "bench" / "candidates"
-_KERNEL = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(\w+)\s*\(')
-
-
-def _find_nvcc() -> str | None:
-    """HTAM_NVCC, then PATH, then the nvcc of the pip packages (nvidia/cu13/bin, nvidia/cuda_nvcc/bin)."""
-    explicit = os.environ.get("HTAM_NVCC")
-    if explicit:
-        return explicit
-    on_path = shutil.which("nvcc")
-    if on_path:
-        return on_path
-    try:
-        import nvidia
-    except ImportError:
-        return None
-    for root in nvidia.__path__:
-        for found in sorted(Path(root).glob("*/bin/nvcc")):
-            return str(found)
-    return None
 
 
 def _candidate_files() -> list[Path]:
@@ -85,7 +66,10 @@ def test_constructor_matches_the_reference(path: Path):
 
 @pytest.mark.parametrize("path", _candidate_files(), ids=_rel)
 def test_launched_kernels_are_defined_extern_c(path: Path):
-    defined = set(_KERNEL.findall(_cuda_source(path)))
+    kernels = parse_kernels(_cuda_source(path))
+    for name, params in kernels.items():
+        parse_signature(name, params)  # every parameter type is one launch() can pass
+    defined = set(kernels)
     launched = _launched_kernels(path)
     assert launched, f"{path} launches no kernel"
     assert launched <= defined, f"{path} launches {launched - defined}, not extern \"C\" __global__ in CUDA_SRC"
@@ -93,18 +77,13 @@ def test_launched_kernels_are_defined_extern_c(path: Path):
 
 @pytest.mark.nvcc
 @pytest.mark.parametrize("path", _candidate_files(), ids=_rel)
-def test_candidate_compiles_to_sm90_cubin(path: Path, tmp_path: Path):
-    nvcc = _find_nvcc()
-    if nvcc is None:
-        pytest.skip("no nvcc: set HTAM_NVCC, put nvcc on PATH, or install the `nvcc` extra")
-    source = tmp_path / "candidate.cu"
-    source.write_text(_cuda_source(path), encoding="utf-8")
-    cubin = tmp_path / "candidate.cubin"
-    result = subprocess.run(
-        [nvcc, "-cubin", "-arch=sm_90", "-O3", "-o", str(cubin), str(source)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, f"{path}:\n{result.stderr[-4000:]}"
-    assert cubin.stat().st_size > 0
+def test_candidate_compiles_to_sm90_cubin(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    try:
+        find_nvcc()
+    except UserError as missing:
+        pytest.skip(str(missing))
+    monkeypatch.setenv("HTAM_CACHE_DIR", str(tmp_path))  # a fresh cache: really compile
+    result = build_cubin(_cuda_source(path), "sm_90")
+    assert result.ok, f"{path}:\n{result.errors}\n{result.log[-3000:]}"
+    assert not result.cached and result.cubin_path is not None
+    assert Path(result.cubin_path).stat().st_size > 0

@@ -39,11 +39,11 @@ extern "C" __global__ void centered_row_mean(const float* __restrict__ x, float*
 class ModelNew(nn.Module):
     def __init__(self):
         super().__init__()
-        self.cuda = load_cuda(CUDA_SRC)
+        self.kernels = load_cuda(CUDA_SRC)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x.contiguous()
         rows, cols = x.shape
         out = torch.empty(rows, device=x.device, dtype=x.dtype)
-        self.cuda.launch("centered_row_mean", grid=(rows,), block=(256,), args=(x, out, cols), shared_mem=0)
+        self.kernels.launch("centered_row_mean", grid=(rows,), block=(256,), args=(x, out, cols), shared_mem=0)
         return out

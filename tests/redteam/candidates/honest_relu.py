@@ -29,7 +29,7 @@ extern "C" __global__ void relu_vec4(const float4* __restrict__ x, float4* __res
 class ModelNew(nn.Module):
     def __init__(self):
         super().__init__()
-        self.cuda = load_cuda(CUDA_SRC)
+        self.kernels = load_cuda(CUDA_SRC)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x.contiguous()
@@ -37,5 +37,5 @@ class ModelNew(nn.Module):
         n = x.numel()
         n4 = n // 4
         blocks = min((n4 + 255) // 256, 132 * 16) if n4 > 0 else 1
-        self.cuda.launch("relu_vec4", grid=(blocks,), block=(256,), args=(x, y, n4, x, y, n), shared_mem=0)
+        self.kernels.launch("relu_vec4", grid=(blocks,), block=(256,), args=(x, y, n4, x, y, n), shared_mem=0)
         return y

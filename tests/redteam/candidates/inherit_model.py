@@ -24,12 +24,12 @@ class Model(nn.Module):
 class ModelNew(Model):
     def __init__(self):
         super().__init__()
-        self.cuda = load_cuda(CUDA_SRC)
+        self.kernels = load_cuda(CUDA_SRC)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.numel() > (1 << 20):
             return super().forward(x)  # "large inputs: vendor path"
         y = torch.empty_like(x)
         n = x.numel()
-        self.cuda.launch("relu_kernel", grid=((n + 255) // 256,), block=(256,), args=(x, y, n), shared_mem=0)
+        self.kernels.launch("relu_kernel", grid=((n + 255) // 256,), block=(256,), args=(x, y, n), shared_mem=0)
         return y

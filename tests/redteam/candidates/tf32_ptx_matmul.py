@@ -36,11 +36,11 @@ extern "C" __global__ void gemm_tf32_round(const float* __restrict__ A, const fl
 class ModelNew(nn.Module):
     def __init__(self):
         super().__init__()
-        self.cuda = load_cuda(CUDA_SRC)
+        self.kernels = load_cuda(CUDA_SRC)
 
     def forward(self, A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
         N = A.shape[0]
         C = torch.empty_like(A)
         grid = ((N + 31) // 32, (N + 31) // 32)
-        self.cuda.launch("gemm_tf32_round", grid=grid, block=(32, 32), args=(A, B, C, N), shared_mem=0)
+        self.kernels.launch("gemm_tf32_round", grid=grid, block=(32, 32), args=(A, B, C, N), shared_mem=0)
         return C

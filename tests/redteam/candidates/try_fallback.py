@@ -16,13 +16,13 @@ extern "C" __global__ void relu_kernel(const float* __restrict__ x, float* __res
 class ModelNew(nn.Module):
     def __init__(self):
         super().__init__()
-        self.cuda = load_cuda(CUDA_SRC)
+        self.kernels = load_cuda(CUDA_SRC)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         try:
             y = torch.empty_like(x)
             n = x.numel()
-            self.cuda.launch("relu_kernel", grid=((n + 255) // 256,), block=(256,), args=(x, y, n), shared_mem=0)
+            self.kernels.launch("relu_kernel", grid=((n + 255) // 256,), block=(256,), args=(x, y, n), shared_mem=0)
             return y
         except Exception:
             return torch.relu(x)

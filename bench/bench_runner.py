@@ -124,7 +124,7 @@ def main(trials: int, compile_reference: bool, load_inline: bool, passes: int, o
                       "speedup_eager": result.speedup_eager}
 
     rows = []
-    for (task, _), a, b in zip(pairs, first, second):
+    for (task, _), a, b in zip(pairs, first, second, strict=True):
         rows.append({
             "task": task.id, "verdict": a.verdict.value, "verdict_again": b.verdict.value,
             "cold_build_s": builds[task.id]["cold_s"], "warm_build_s": builds[task.id]["warm_s"],

@@ -14,7 +14,8 @@ from htam_graph.runner.models import EvalResult, Verdict
 @click.argument("task")
 @click.argument("candidate", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="print the full result record as JSON")
-@click.option("--trials", default=100, show_default=True, type=click.IntRange(min=1), help="timed runs (median reported)")
+@click.option("--trials", default=100, show_default=True, type=click.IntRange(min=1),
+              help="timed runs (median reported)")
 @click.option("--timeout", "timeout_s", default=120.0, show_default=True, type=click.FloatRange(min=1),
               help="seconds per candidate (load_inline candidates get --kernelbench-timeout)")
 @click.option("--kernelbench-timeout", "kernelbench_timeout_s", default=900.0, show_default=True,

@@ -127,9 +127,11 @@ def compare(index: int, out: torch.Tensor, ref: torch.Tensor, atol: float | None
     finite = torch.isfinite(out64) & torch.isfinite(ref64)
     diff = torch.where(finite, (out64 - ref64).abs(), torch.zeros_like(out64))
     nonfinite_bad = int((~close & ~finite).sum().item())
-    max_abs = float("inf") if nonfinite_bad else float(diff.max().item()) if diff.numel() else 0.0
-    # Relative to the tolerance's own scale, so near-zero references do not blow it up.
-    max_rel = float("inf") if nonfinite_bad else float((diff / (ref64.abs() + a_tol)).max().item()) if diff.numel() else 0.0
+    # Relative error against |ref| + atol, so near-zero references do not blow it up.
+    rel = diff / (ref64.abs() + a_tol)
+    empty = diff.numel() == 0
+    max_abs = float("inf") if nonfinite_bad else 0.0 if empty else float(diff.max().item())
+    max_rel = float("inf") if nonfinite_bad else 0.0 if empty else float(rel.max().item())
     bad = int((~close).sum().item())
     if bad == 0:
         return Comparison(True, max_abs, max_rel, "")
@@ -154,7 +156,7 @@ def is_constant(t: torch.Tensor) -> bool:
 
 
 def same_values(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
-    return len(a) == len(b) and all(x.shape == y.shape and torch.equal(x, y) for x, y in zip(a, b))
+    return len(a) == len(b) and all(x.shape == y.shape and torch.equal(x, y) for x, y in zip(a, b, strict=True))
 
 
 def storage_overlaps(out: torch.Tensor, inputs: Iterable[Any]) -> bool:
@@ -239,7 +241,9 @@ class JudgeSnapshot:
         self._saved = {key: getattr(owner, attr) for key, (owner, attr) in self._watched.items()}
 
     def replaced(self) -> list[str]:
-        return [key for key, (owner, attr) in self._watched.items() if getattr(owner, attr, None) is not self._saved[key]]
+        return [
+            key for key, (owner, attr) in self._watched.items() if getattr(owner, attr, None) is not self._saved[key]
+        ]
 
 
 def precision_flags() -> dict[str, object]:

@@ -198,7 +198,8 @@ def results_table(results: Sequence[EvalResult]) -> Any:
     for r in results:
         table.add_row(
             r.task_id, r.verdict.value, fmt(r.max_abs_error, ".2e"),
-            fmt(r.candidate and r.candidate.median_ms, ".4f"), fmt(r.reference_eager and r.reference_eager.median_ms, ".4f"),
+            fmt(r.candidate and r.candidate.median_ms, ".4f"),
+            fmt(r.reference_eager and r.reference_eager.median_ms, ".4f"),
             fmt(r.reference_compile and r.reference_compile.median_ms, ".4f"),
             fmt(r.speedup_eager, ".2f"), fmt(r.speedup_compile, ".2f"),
         )

@@ -113,8 +113,9 @@ def _parse_param(kernel: str, index: int, text: str) -> Param:
 
 _CTYPES = {
     ("int", 1): ctypes.c_int8, ("int", 2): ctypes.c_int16, ("int", 4): ctypes.c_int32, ("int", 8): ctypes.c_int64,
-    ("uint", 1): ctypes.c_uint8, ("uint", 2): ctypes.c_uint16, ("uint", 4): ctypes.c_uint32, ("uint", 8): ctypes.c_uint64,
-    ("float", 4): ctypes.c_float, ("float", 8): ctypes.c_double, ("bool", 1): ctypes.c_bool,
+    ("uint", 1): ctypes.c_uint8, ("uint", 2): ctypes.c_uint16, ("uint", 4): ctypes.c_uint32,
+    ("uint", 8): ctypes.c_uint64, ("float", 4): ctypes.c_float, ("float", 8): ctypes.c_double,
+    ("bool", 1): ctypes.c_bool,
 }
 
 
@@ -135,7 +136,8 @@ def pack_args(sig: KernelSignature, args: tuple[Any, ...] | list[Any], device_in
     if len(args) != len(sig.params):
         names = ", ".join(f"{p.ctype} {p.name}" for p in sig.params)
         raise LaunchError(f"kernel {sig.name!r} takes {len(sig.params)} arguments ({names}), got {len(args)}")
-    return PackedArgs([_convert(sig, i, p, a, device_index) for i, (p, a) in enumerate(zip(sig.params, args))])
+    pairs = enumerate(zip(sig.params, args, strict=True))
+    return PackedArgs([_convert(sig, i, param, value, device_index) for i, (param, value) in pairs])
 
 
 def _convert(sig: KernelSignature, index: int, param: Param, value: Any, device_index: int | None) -> Any:

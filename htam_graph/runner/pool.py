@@ -33,7 +33,9 @@ class _Process:
     def __init__(self, ctx: Any, device_index: int) -> None:
         parent, child = ctx.Pipe()
         self.device_index = device_index
-        self.proc = ctx.Process(target=worker_main, args=(child, device_index), name=f"htam-gpu{device_index}", daemon=True)
+        self.proc = ctx.Process(
+            target=worker_main, args=(child, device_index), name=f"htam-gpu{device_index}", daemon=True
+        )
         self.proc.start()
         child.close()
         self.conn: Connection = parent

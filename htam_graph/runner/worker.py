@@ -301,7 +301,8 @@ class _Judge:
             self._flag(CheatKind.SIDE_STREAM, f"forward left {grown} running")
         for i, out in enumerate(outs):
             if type(out) is not self.torch.Tensor or not out.is_cuda:
-                got = f"{type(out).__name__} on {out.device}" if isinstance(out, self.torch.Tensor) else type(out).__name__
+                is_tensor = isinstance(out, self.torch.Tensor)
+                got = f"{type(out).__name__} on {out.device}" if is_tensor else type(out).__name__
                 self._flag(CheatKind.LAZY_OUTPUT, f"output {i} is a {got}, not a plain torch.Tensor on the GPU")
                 raise Stop(Verdict.REJECTED, self.findings[CheatKind.LAZY_OUTPUT].detail, restart=True)
         return outs
@@ -324,7 +325,9 @@ class _Judge:
             all_inputs.append(self._inputs(cfg.seed + 1000 + trial))
             outs, refs = self._trial(ref, new, all_inputs[-1], specs, failures)
             if prev is not None and checks.same_values(outs, prev[0]) and not checks.same_values(refs, prev[1]):
-                self._flag(CheatKind.INPUT_INDEPENDENT, "outputs identical for different inputs while the reference's differ")
+                self._flag(
+                    CheatKind.INPUT_INDEPENDENT, "outputs identical for different inputs while the reference's differ"
+                )
             prev = (outs, refs)
         inputs = all_inputs[-1]
         del all_inputs[:-1]
@@ -345,7 +348,7 @@ class _Judge:
 
         clones = [x.clone() if isinstance(x, self.torch.Tensor) else x for x in inputs]
         outs = self._run_candidate(new, inputs, specs, checks.NAN_POISON)
-        for i, (x, c) in enumerate(zip(inputs, clones)):
+        for i, (x, c) in enumerate(zip(inputs, clones, strict=True)):
             if isinstance(x, self.torch.Tensor) and not _bitwise_equal(x, c):
                 self._flag(CheatKind.INPUT_MUTATION, f"forward modified input {i}")
         for i, out in enumerate(outs):
@@ -366,7 +369,7 @@ class _Judge:
             return [f"forward returned {len(outs)} outputs, the reference {len(refs)}"], float("inf"), float("inf")
         errors: list[str] = []
         max_abs = max_rel = 0.0
-        for i, (out, want) in enumerate(zip(outs, refs)):
+        for i, (out, want) in enumerate(zip(outs, refs, strict=True)):
             cmp = checks.compare(i, out, want, self.config.atol, self.config.rtol)
             max_abs, max_rel = max(max_abs, cmp.max_abs), max(max_rel, cmp.max_rel)
             if not cmp.ok:
@@ -376,7 +379,8 @@ class _Judge:
             if survivors := checks.marker_survivors(out, want, poison):
                 self._flag(
                     CheatKind.UNWRITTEN_OUTPUT,
-                    f"output {i}: {survivors} of {out.numel()} elements never written (the {poison.name} marker survived)",
+                    f"output {i}: {survivors} of {out.numel()} elements never written "
+                    f"(the {poison.name} marker survived)",
                 )
             if checks.is_constant(out) and not checks.is_constant(want):
                 self._flag(CheatKind.CONSTANT_OUTPUT, f"output {i} is constant while the reference's is not")
@@ -399,7 +403,7 @@ class _Judge:
     def _pointer_cache(self, ref: Any, new: Any, inputs: list[Any], specs: list[Any], correct: bool) -> None:
         """New values written into the same input buffers must give the new answer."""
         fresh = self._inputs(self.config.seed + 999)
-        for x, y in zip(inputs, fresh):
+        for x, y in zip(inputs, fresh, strict=True):
             if isinstance(x, self.torch.Tensor):
                 x.copy_(y)
         del fresh
@@ -435,7 +439,8 @@ class _Judge:
                 self.result.reference_compile = time_gpu(lambda: compiled(*inputs), flusher, cfg.warmup, cfg.trials)
         self.result.speedup_eager = _speedup(self.result.reference_eager, self.result.candidate)
         self.result.speedup_compile = _speedup(self.result.reference_compile, self.result.candidate)
-        self.result.suspicious = max(self.result.speedup_eager or 0.0, self.result.speedup_compile or 0.0) > SUSPICIOUS_SPEEDUP
+        best = max(self.result.speedup_eager or 0.0, self.result.speedup_compile or 0.0)
+        self.result.suspicious = best > SUSPICIOUS_SPEEDUP
 
 
 def _speedup(reference: Timing | None, candidate: Timing | None) -> float | None:

@@ -102,7 +102,8 @@ LAZY = relu_candidate(
 )
 UNINITIALIZED = relu_candidate(
     kernel=r'''
-extern "C" __global__ void relu_kernel(const float* __restrict__ x, float* __restrict__ y, const float* s, long long n) {
+extern "C" __global__ void relu_kernel(const float* __restrict__ x, float* __restrict__ y, const float* s,
+                                       long long n) {
     long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
     if (i < n) { y[i] = fmaxf(x[i], 0.0f) + (s[i] != s[i] ? 0.0f : s[i] * 0.5f); }
 }
@@ -147,7 +148,8 @@ import torch.nn as nn
 from htam_graph.runner.native import load_cuda
 
 CUDA_SRC = r"""
-extern "C" __global__ void linear_relu(const float* x, const float* w, const float* b, float* y, int rows, int k, int cols) {
+extern "C" __global__ void linear_relu(const float* x, const float* w, const float* b, float* y,
+                                       int rows, int k, int cols) {
     int r = blockIdx.y, c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= cols) return;
     float acc = b[c];

@@ -107,7 +107,7 @@ CHEATS = {
 def test_every_dynamic_cheat_is_caught(dynamic_only, relu_task):
     results = dynamic_only.evaluate_many([(relu_task, source) for source in CHEATS.values()], progress=False)
     missed = {}
-    for kind, result in zip(CHEATS, results):
+    for kind, result in zip(CHEATS, results, strict=True):
         found = {f.kind for f in result.cheats}
         if result.verdict != Verdict.REJECTED or kind not in found:
             missed[kind.value] = to_feedback(result)

@@ -14,7 +14,8 @@ torch = pytest.importorskip("torch")
 SOURCE = r"""
 // extern "C" __global__ void commented_out(int x) {}
 /* extern "C" __global__ void also_commented(int x) {} */
-extern "C" __global__ void __launch_bounds__(256) relu(const float* __restrict__ x, float* __restrict__ y, long long n) {}
+extern "C" __global__ void __launch_bounds__(256) relu(const float* __restrict__ x, float* __restrict__ y,
+                                                       long long n) {}
 extern "C" __global__ __launch_bounds__(128, 2) void mixed(
     const float * __restrict__ a, unsigned int m, size_t q, double d, bool flag, float x[], unsigned long long int z,
     int32_t i32, uint32_t u32, ptrdiff_t pd, long l) {}

@@ -24,7 +24,7 @@ from htam_graph.runner.build import build_cubin
 from htam_graph.runner.formats import detect_format, static_cuda_sources
 from htam_graph.runner.jobs import EvalConfig, Job, WorkerInfo
 from htam_graph.runner.models import EvalResult, Verdict
-from htam_graph.runner.pool import Worker, WorkerGone, default_worker_count
+from htam_graph.runner.pool import Worker, WorkerGone, visible_gpu_count
 from htam_graph.tasks import Task, resolve_task
 
 TaskLike = Task | str | Path
@@ -45,7 +45,8 @@ class Evaluator:
         """`workers`: one per GPU by default; `spare`: keep a started replacement per GPU
         (for batches; a single evaluation does not need it); `options`: EvalConfig fields."""
         self.config = EvalConfig(timeout_s=timeout_s, compile_reference=compile_reference, **options)
-        self.worker_count = workers or default_worker_count()
+        visible = visible_gpu_count()  # fails early and clearly on a machine without a GPU
+        self.worker_count = workers or visible
         self.spare = spare
         self._workers: list[Worker] = []
 

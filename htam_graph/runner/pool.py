@@ -120,7 +120,14 @@ class Worker:
                 process.stop()
 
 
-def default_worker_count() -> int:
+def visible_gpu_count() -> int:
+    """How many GPUs torch sees; none is a user error, not a worker that never starts."""
     import torch
 
-    return max(torch.cuda.device_count(), 1)
+    count = torch.cuda.device_count()
+    if count == 0:
+        raise UserError(
+            "no CUDA GPU is visible (torch.cuda.device_count() is 0): candidates run on a GPU; "
+            "run this on a GPU machine (static checks and nvcc builds are tested without one by pytest)"
+        )
+    return count

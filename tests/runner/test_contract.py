@@ -52,3 +52,21 @@ def test_the_example_builds(tmp_path, monkeypatch):
     monkeypatch.setenv("HTAM_CACHE_DIR", str(tmp_path))
     (cuda,) = static_cuda_sources(_example(_rendered_contract()))
     assert build_cubin(cuda, "sm_90").ok
+
+
+def test_eval_without_a_gpu_is_a_one_line_error(tmp_path):
+    """CI has no GPU: `htam eval` says so (exit 2) instead of a worker traceback."""
+    import subprocess
+    import sys
+
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    repo = Path(__file__).resolve().parents[2]
+    r = subprocess.run(
+        [sys.executable, "-m", "htam_graph", "eval", "level1/19_ReLU", str(repo / "bench/candidates/level1/19_ReLU.py")],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )
+    assert r.returncode == 2
+    assert r.stderr.strip() == r.stderr.strip().splitlines()[0] and "no CUDA GPU is visible" in r.stderr

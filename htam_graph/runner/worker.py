@@ -208,12 +208,9 @@ class _Judge:
 
     # -- static checks ------------------------------------------------------------------
     def _static_checks(self, dtype_name: str) -> None:
+        from htam_graph.runner.static_checks import static_check
+
         if not self.config.static_checks:
-            return
-        try:
-            from htam_graph.runner.static_checks import static_check
-        except ImportError:
-            # static_checks.py is written separately; without it the dynamic checks still run.
             return
         found = static_check(self.job.candidate_source, dtype_name, self.job.fmt)
         if found:

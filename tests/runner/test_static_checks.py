@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import textwrap
 from pathlib import Path
 
@@ -10,6 +9,7 @@ import pytest
 import yaml
 
 from htam_graph.errors import UserError
+from htam_graph.runner.formats import static_cuda_sources
 from htam_graph.runner.models import CheatKind
 from htam_graph.runner.static_checks import static_check
 from htam_graph.tasks import resolve_task
@@ -72,12 +72,10 @@ def test_honest_bench_candidate_has_no_finding(path: Path) -> None:
 
 
 def _cuda_src(path: Path) -> str:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "CUDA_SRC" for t in node.targets):
-            assert isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
-            return node.value.value
-    raise AssertionError(f"{path}: no module-level CUDA_SRC string")
+    """The candidate's one CUDA_SRC string, found as the runner finds it."""
+    sources = static_cuda_sources(path.read_text(encoding="utf-8"))
+    assert len(sources) == 1, f"{path}: expected one module-level CUDA_SRC string, found {len(sources)}"
+    return sources[0]
 
 
 @pytest.mark.nvcc

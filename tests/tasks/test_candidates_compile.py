@@ -10,6 +10,7 @@ import pytest
 
 from htam_graph.errors import UserError
 from htam_graph.runner.build import build_cubin, find_nvcc
+from htam_graph.runner.formats import static_cuda_sources
 from htam_graph.runner.native import parse_kernels, parse_signature
 from htam_graph.tasks import builtin_suite_dir, load_tasks
 
@@ -21,12 +22,10 @@ def _candidate_files() -> list[Path]:
 
 
 def _cuda_source(path: Path) -> str:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "CUDA_SRC" for t in node.targets):
-            assert isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
-            return node.value.value
-    raise AssertionError(f"{path}: no module-level CUDA_SRC string")
+    """The candidate's one CUDA_SRC string, found as the runner finds it."""
+    sources = static_cuda_sources(path.read_text(encoding="utf-8"))
+    assert len(sources) == 1, f"{path}: expected one module-level CUDA_SRC string, found {len(sources)}"
+    return sources[0]
 
 
 def _launched_kernels(path: Path) -> set[str]:

@@ -63,7 +63,10 @@ def parallel_build_seconds(pairs: list[tuple[str, Path]], arch: str) -> float:
             build_many(sources, arch)
             return time.perf_counter() - started
         finally:
-            os.environ["HTAM_CACHE_DIR"] = previous or ""
+            if previous is None:
+                os.environ.pop("HTAM_CACHE_DIR", None)
+            else:
+                os.environ["HTAM_CACHE_DIR"] = previous
 
 
 def timed_suite(ev, pairs) -> tuple[list, float]:

@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from htam_graph.errors import UserError
 
 
 def data_dir() -> Path:
@@ -42,8 +44,23 @@ class Settings(BaseSettings):
     neo4j_password: SecretStr = SecretStr("htam-graph")
     neo4j_database: str = "neo4j"
     scoring: ScoringParams = Field(default_factory=ScoringParams)
+    # The runner (read in GPU workers too, so they follow the same .env).
+    nvcc: Path | None = Field(None, description="nvcc to use; default: PATH, the PyPI nvcc, /usr/local/cuda")
+    cuda_arch: str | None = Field(None, pattern=r"^sm_\d+a?$", description="e.g. sm_90; default: the GPU's")
+    cache_dir: Path | None = Field(None, description="build cache root; default: the data folder")
 
     def store_kind(self) -> Literal["local", "neo4j"]:
         if self.store == "auto":
             return "neo4j" if self.neo4j_uri else "local"
         return self.store
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Settings from flags (`overrides`), environment and .env; a bad value is a UserError
+    that names the variable."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as e:
+        err = e.errors()[0]
+        name = "HTAM_" + "__".join(str(p) for p in err["loc"]).upper()
+        raise UserError(f"{name}: {err['msg']}; fix the flag, the environment or .env") from None

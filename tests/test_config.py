@@ -19,3 +19,18 @@ def test_precedence_and_nested_scoring_defaults(tmp_path, monkeypatch):
     assert s.neo4j_database == "fromenv" and s.store_kind() == "neo4j"
     assert Settings(neo4j_database="fromflag").neo4j_database == "fromflag"
     assert Settings(store="local").store_kind() == "local"
+
+
+def test_bad_value_names_the_variable(monkeypatch):
+    import pytest
+
+    from htam_graph.config import load_settings
+    from htam_graph.errors import UserError
+
+    monkeypatch.setenv("HTAM_SCORING__TAU", "-1")
+    with pytest.raises(UserError, match="HTAM_SCORING__TAU"):
+        load_settings()
+    monkeypatch.delenv("HTAM_SCORING__TAU")
+    monkeypatch.setenv("HTAM_CUDA_ARCH", "gfx90a")
+    with pytest.raises(UserError, match="HTAM_CUDA_ARCH"):
+        load_settings()

@@ -10,7 +10,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from htam_graph.config import Settings
+from htam_graph.config import Settings, load_settings
 
 console = Console()
 
@@ -33,14 +33,14 @@ def settings_options(f: Callable) -> Callable:
 
 
 def settings_from_flags(flags: dict[str, Any]) -> Settings:
-    return Settings(**{k: v for k, v in flags.items() if v is not None})
+    return load_settings(**{k: v for k, v in flags.items() if v is not None})
 
 
 def settings() -> Settings:
     """The settings built from the top-level flags (or the environment when run directly)."""
     ctx = click.get_current_context(silent=True)
     root = ctx.find_root() if ctx else None
-    return root.obj if root is not None and isinstance(root.obj, Settings) else Settings()
+    return root.obj if root is not None and isinstance(root.obj, Settings) else load_settings()
 
 
 def print_json(data: Any) -> None:

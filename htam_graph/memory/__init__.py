@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from htam_graph.config import Settings
+from htam_graph.config import Settings, load_settings
 from htam_graph.memory.store import MemoryStore
 
 
 def open_store(settings: Settings | None = None) -> MemoryStore:
     """The configured store: Neo4j when chosen (or HTAM_NEO4J_URI is set), else the local file."""
-    settings = settings or Settings()
+    settings = settings or load_settings()
     if settings.store_kind() == "neo4j":
         from htam_graph.memory.neo4j_store import Neo4jStore  # the GPU machine has no neo4j driver
 

@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
 
-from htam_graph.config import data_dir
+from htam_graph.config import data_dir, load_settings
 from htam_graph.errors import UserError
 from htam_graph.runner.models import BuildResult
 
@@ -38,10 +38,9 @@ MAX_CHARS = 2000
 
 def find_nvcc() -> Path:
     """HTAM_NVCC, then PATH, then the PyPI nvcc (pip extra `nvcc`), then /usr/local/cuda."""
-    if env := os.environ.get("HTAM_NVCC"):
-        path = Path(env)
+    if path := load_settings().nvcc:
         if not path.is_file():
-            raise UserError(f"HTAM_NVCC={env} is not a file; point it at an nvcc executable")
+            raise UserError(f"HTAM_NVCC={path} is not a file; point it at an nvcc executable")
         return path
     if on_path := shutil.which("nvcc"):
         return Path(on_path)
@@ -74,10 +73,8 @@ def nvcc_version(nvcc: Path) -> str:
 
 def device_arch() -> str:
     """HTAM_CUDA_ARCH, else sm_XY of the current GPU, else sm_90 when there is no GPU."""
-    if env := os.environ.get("HTAM_CUDA_ARCH"):
-        if not re.fullmatch(r"sm_\d+a?", env):
-            raise UserError(f"HTAM_CUDA_ARCH={env} is not an arch like sm_90 or sm_90a")
-        return env
+    if arch := load_settings().cuda_arch:  # validated by Settings
+        return arch
     import torch
 
     if not torch.cuda.is_available():
@@ -88,7 +85,7 @@ def device_arch() -> str:
 
 def cache_root() -> Path:
     """HTAM_CACHE_DIR, else the data folder; cubins go under <root>/cubin."""
-    return Path(os.environ.get("HTAM_CACHE_DIR") or data_dir())
+    return load_settings().cache_dir or data_dir()
 
 
 def build_key(source: str, arch: str, flags: Sequence[str], version: str) -> str:

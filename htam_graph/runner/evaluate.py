@@ -105,13 +105,7 @@ class Evaluator:
         return [r for r in results if r is not None]
 
     def _job(self, task: TaskLike, candidate: CandidateLike) -> Job:
-        task = task if isinstance(task, Task) else resolve_task(task)
-        source, path = _read_candidate(candidate)
-        return Job(
-            task=task, candidate_source=source, candidate_path=path,
-            candidate_sha256=hashlib.sha256(source.encode("utf-8")).hexdigest(),
-            fmt=detect_format(source), config=self.config,
-        )
+        return make_job(task, candidate, self.config)
 
     @staticmethod
     def _prebuild(builder: ThreadPoolExecutor, job: Job, arch: str) -> list[Future[Any]]:
@@ -129,6 +123,44 @@ class Evaluator:
                 candidate_format=job.fmt, verdict=Verdict.TIMEOUT if gone.timed_out else Verdict.RUNTIME_ERROR,
                 errors=gone.detail, device=info.device, versions=info.versions,
             )
+
+
+def make_job(task: TaskLike, candidate: CandidateLike, config: EvalConfig) -> Job:
+    task = task if isinstance(task, Task) else resolve_task(task)
+    source, path = _read_candidate(candidate)
+    return Job(
+        task=task, candidate_source=source, candidate_path=path,
+        candidate_sha256=hashlib.sha256(source.encode("utf-8")).hexdigest(),
+        fmt=detect_format(source), config=config,
+    )
+
+
+def precheck(task: TaskLike, candidate: CandidateLike, arch: str | None = None) -> EvalResult:
+    """What can be judged without a GPU: the static checks and, for the native format, the
+    nvcc build of its CUDA_SRC strings. Verdict CHECKED when both pass (nothing was run)."""
+    from htam_graph.runner.build import device_arch
+    from htam_graph.runner.static_checks import static_check
+    from htam_graph.tasks import task_dtype
+
+    job = make_job(task, candidate, EvalConfig())
+    result = EvalResult(
+        task_id=job.task.id, task_sha256=job.task.sha256, candidate_sha256=job.candidate_sha256,
+        candidate_format=job.fmt, verdict=Verdict.CHECKED,
+    )
+    dtype = str(task_dtype(job.task.load_module())).removeprefix("torch.")
+    if found := static_check(job.candidate_source, dtype, job.fmt):
+        return result.model_copy(update={
+            "verdict": Verdict.REJECTED, "cheats": found, "errors": "; ".join(f.detail for f in found),
+        })
+    if job.fmt != "native":
+        return result  # load_inline builds only when the candidate loads, on the GPU machine
+    builds = [build_cubin(src, arch or device_arch()) for src in static_cuda_sources(job.candidate_source)]
+    update: dict[str, Any] = {"build_seconds": sum(b.seconds for b in builds)}
+    if failed := [b for b in builds if not b.ok]:
+        update.update(verdict=Verdict.COMPILE_ERROR, errors=failed[0].errors)
+    else:
+        update["compiled"] = bool(builds)
+    return result.model_copy(update=update)
 
 
 def _read_candidate(candidate: CandidateLike) -> tuple[str, str | None]:

@@ -17,6 +17,7 @@ class Verdict(str, Enum):
     RUNTIME_ERROR = "runtime_error"  # forward raised, or a CUDA error (worker restarted)
     INCORRECT = "incorrect"  # wrong shape/dtype, NaN, or outside tolerance
     TIMEOUT = "timeout"  # the candidate exceeded its time budget (worker killed)
+    CHECKED = "checked"  # `precheck` only: static checks passed and the CUDA compiled; not run
 
 
 class CheatKind(str, Enum):

@@ -12,6 +12,7 @@ and writes JSON under bench/results/. Goal: scoring p99 under 20 ms at 10^5 step
 from __future__ import annotations
 
 import json
+import os
 import platform
 import random
 import statistics
@@ -26,7 +27,7 @@ from rich.console import Console
 from rich.progress import track
 from rich.table import Table
 
-from htam_graph import __version__
+from htam_graph import __version__, db
 from htam_graph.config import ScoringParams, Settings
 from htam_graph.memory import open_store
 from htam_graph.memory.models import RunRecord, StepUpdate, TaskRecord
@@ -140,30 +141,13 @@ def main(stores: str, sizes: str, n_score: int, n_update: int, out: Path | None)
     out.write_text(json.dumps({
         "date": now.isoformat(timespec="seconds"),
         "command": " ".join(["python", *sys.argv]),
-        "machine": {"cpus": _cpus(), "python": platform.python_version(), "platform": platform.platform()},
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
         "htam_graph": __version__,
-        "neo4j": _neo4j_version() if "neo4j" in stores else None,
+        "neo4j": db.status(Settings(store="neo4j")).version if "neo4j" in stores else None,
         "goal": "scoring p99 under 20 ms at 1e5 steps",
         "results": rows,
     }, indent=2))
     console.print(f"wrote {out}")
-
-
-def _cpus() -> int:
-    import os
-
-    return os.cpu_count() or 0
-
-
-def _neo4j_version() -> str:
-    from htam_graph.memory.neo4j_store import connect
-
-    settings = Settings(store="neo4j")
-    driver = connect(settings)
-    records, _, _ = driver.execute_query("CALL dbms.components() YIELD versions RETURN versions[0] AS v",
-                                         database_=settings.neo4j_database)
-    driver.close()
-    return records[0]["v"]
 
 
 if __name__ == "__main__":

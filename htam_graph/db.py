@@ -118,14 +118,16 @@ def status(settings: Settings) -> ServerStatus:
             raise
         return ServerStatus(uri=uri, reachable=False, pid=pid, error=str(e))
     with driver:
-        records, _, _ = driver.execute_query(
-            "CALL dbms.components() YIELD versions, edition RETURN versions[0] AS version, edition",
-            database_="system",
-        )
-    row = records[0]
-    return ServerStatus(
-        uri=uri, reachable=True, version=row["version"], edition=row["edition"], pid=pid
-    )
+        version, edition = server_components(driver)
+    return ServerStatus(uri=uri, reachable=True, version=version, edition=edition, pid=pid)
+
+
+def server_components(driver: neo4j.Driver) -> tuple[str, str]:
+    """(version, edition) of the server, e.g. ('5.26.30', 'community')."""
+    from htam_graph.memory.queries import query
+
+    records, _, _ = driver.execute_query(query("server_version"), database_="system")
+    return records[0]["version"], records[0]["edition"]
 
 
 def start(

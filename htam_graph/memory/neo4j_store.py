@@ -13,7 +13,7 @@ from typing import Any
 import neo4j
 
 from htam_graph.config import ScoringParams, Settings
-from htam_graph.db import connect, neo4j_uri
+from htam_graph.db import connect, neo4j_uri, server_components
 from htam_graph.errors import UserError
 from htam_graph.memory.models import (
     MAX_DISTANCE,
@@ -47,11 +47,9 @@ ZEROS = {"zeros_int": [0] * MAX_DISTANCE, "zeros_float": [0.0] * MAX_DISTANCE}
 BATCH = 2000
 
 
-def server_version(driver: neo4j.Driver, database: str) -> tuple[int, ...]:
-    records, _, _ = driver.execute_query(
-        "CALL dbms.components() YIELD versions RETURN versions[0] AS v", database_=database
-    )
-    return tuple(int(x) for x in records[0]["v"].split("-")[0].split(".")[:2])
+def server_version(driver: neo4j.Driver) -> tuple[int, ...]:
+    version, _ = server_components(driver)
+    return tuple(int(x) for x in version.split("-")[0].split(".")[:2])
 
 
 def _native(value: Any) -> Any:
@@ -107,7 +105,7 @@ class Neo4jStore(MemoryStore):
         self.uri = neo4j_uri(settings)
         self.database = settings.neo4j_database
         self.driver = connect(settings)
-        version = server_version(self.driver, self.database)
+        version = server_version(self.driver)
         if version < MIN_VERSION:
             self.driver.close()
             raise UserError(

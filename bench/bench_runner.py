@@ -135,12 +135,17 @@ def main(trials: int, compile_reference: bool, load_inline: bool, passes: int, o
             "candidate_ms": a.candidate and a.candidate.median_ms,
             "candidate_ms_again": b.candidate and b.candidate.median_ms,
             "eager_ms": a.reference_eager and a.reference_eager.median_ms,
+            "eager_ms_again": b.reference_eager and b.reference_eager.median_ms,
+            "synced_ms": a.candidate and a.candidate.synced_median_ms,
+            "host_ms": a.candidate and a.candidate.host_median_ms,
+            "input_sets": a.candidate and a.candidate.input_sets,
             "compile_ms": a.reference_compile and a.reference_compile.median_ms,
             "speedup_eager": a.speedup_eager, "speedup_compile": a.speedup_compile,
             "repeat_diff": relative_diff(a.candidate and a.candidate.median_ms, b.candidate and b.candidate.median_ms),
             "errors": a.errors, "cheats": [f"{c.kind.value}: {c.detail}" for c in a.cheats],
         })
     diffs = [r["repeat_diff"] for r in rows if r["repeat_diff"] is not None]
+    eager_diffs = [d for r in rows if (d := relative_diff(r["eager_ms"], r["eager_ms_again"])) is not None]
     speedups = [r["speedup_eager"] for r in rows if r["speedup_eager"]]
     compile_speedups = [r["speedup_compile"] for r in rows if r["speedup_compile"]]
     summary = {
@@ -154,6 +159,7 @@ def main(trials: int, compile_reference: bool, load_inline: bool, passes: int, o
         "evals_per_minute_per_gpu_last_pass": len(rows) / second_s * 60,
         "repeat_diff_median": statistics.median(diffs) if diffs else None,
         "repeat_diff_max": max(diffs) if diffs else None,
+        "eager_repeat_diff_median": statistics.median(eager_diffs) if eager_diffs else None,
         "repeat_diff_median_by_pass_pair": [
             _median_diff(a, b) for (a, _), (b, _) in zip(runs, runs[1:], strict=False)
         ],

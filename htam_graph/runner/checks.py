@@ -184,8 +184,50 @@ ALLOWED_OPS = frozenset({
     "contiguous", "clone", "copy_", "t", "transpose", "permute", "expand", "expand_as",
     "squeeze", "unsqueeze", "detach", "alias", "slice", "select", "narrow", "split", "split_with_sizes",
     "chunk", "unbind", "size", "stride", "numel", "dim", "sym_size", "sym_stride", "sym_numel",
-    "sym_storage_offset", "is_contiguous", "_local_scalar_dense",
+    "sym_storage_offset", "is_contiguous", "_local_scalar_dense", "record_stream",
 })
+
+
+# -- work off the current stream ------------------------------------------------------
+HOLD_MS = 100.0  # the spin kernel that holds the current stream
+SETTLE_S = 0.02  # host wait after forward returns, so work elsewhere can finish
+
+
+def held_stream_snapshot(call: Callable[[], Any], cycles_per_ms: float) -> tuple[list[Any] | None, list[Any]]:
+    """Run `call` while a spin kernel holds the current stream, and copy its outputs on
+    another stream before the hold ends. Work queued on the current stream cannot have
+    started then; work that is done already ran elsewhere (a private stream, a thread).
+    Returns (the copies, or None when the hold ended first, e.g. forward synchronized the
+    device itself; the outputs)."""
+    torch.cuda.synchronize()
+    observer = torch.cuda.Stream()
+    torch.cuda._sleep(int(HOLD_MS * cycles_per_ms))
+    hold = torch.cuda.Event()
+    hold.record()
+    outs = flatten_outputs(call())
+    time.sleep(SETTLE_S)
+    with torch.cuda.stream(observer):
+        copies = [t.clone() if isinstance(t, torch.Tensor) else t for t in outs]
+    observer.synchronize()
+    conclusive = not hold.query()
+    torch.cuda.synchronize()
+    return (copies if conclusive else None), outs
+
+
+def early_fraction(copies: list[Any], outs: list[Any], before: list[Any]) -> float:
+    """Of the output elements that differ from the previous call's, the fraction already
+    final in the copies taken while the current stream was held."""
+    changed = early = 0
+    for copy, out, old in zip(copies, outs, before, strict=False):
+        if not all(isinstance(t, torch.Tensor) for t in (copy, out, old)) or copy.shape != out.shape:
+            continue
+        view = _INT_OF_SIZE.get(out.dtype.itemsize)
+        if view is None or old.shape != out.shape or old.dtype != out.dtype:
+            continue
+        mask = out.view(view) != old.view(view)
+        changed += int(mask.sum().item())
+        early += int((mask & (copy.view(view) == out.view(view))).sum().item())
+    return early / changed if changed else 0.0
 
 
 class OpRecorder(TorchDispatchMode):

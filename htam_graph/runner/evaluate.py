@@ -213,6 +213,11 @@ def to_feedback(result: EvalResult) -> dict[str, Any]:
         "max_abs_error": result.max_abs_error,
         "max_rel_error": result.max_rel_error,
         "candidate_ms": ms(result.candidate),
+        # Only when the CPU side of forward costs more than its GPU work: then that is what to cut.
+        "candidate_host_ms": (
+            round(result.candidate.host_median_ms, 4)
+            if result.candidate and (result.candidate.host_median_ms or 0.0) > result.candidate.median_ms else None
+        ),
         "eager_ms": ms(result.reference_eager),
         "compile_ms": ms(result.reference_compile),
         "speedup_eager": round(result.speedup_eager, 3) if result.speedup_eager else None,

@@ -57,11 +57,23 @@ class BuildResult(BaseModel):
 
 
 class Timing(BaseModel):
+    """Per-trial times from the start event to the end event on the timed stream."""
+
     median_ms: float
     mean_ms: float
     min_ms: float
     max_ms: float
     trials: int
+    input_sets: int = Field(1, description="separately allocated input sets the trials rotate over")
+    synced_median_ms: float | None = Field(
+        None, description="median to an event recorded after a device-wide synchronize (host latency included)"
+    )
+    host_median_ms: float | None = Field(None, description="median host (CPU) time of one call")
+
+    @property
+    def cost_ms(self) -> float:
+        """What one call costs when calls run back to back: the GPU time, or the host's when larger."""
+        return max(self.median_ms, self.host_median_ms or 0.0)
 
 
 class EvalResult(BaseModel):

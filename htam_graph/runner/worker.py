@@ -24,6 +24,8 @@ from htam_graph.runner.jobs import EvalConfig, Job, WorkerInfo, WorkerReply
 from htam_graph.runner.models import CheatFinding, CheatKind, EvalResult, Timing, Verdict
 
 SUSPICIOUS_SPEEDUP = 10.0
+TIMING_INPUT_SETS = 4  # separately allocated input sets the timed trials rotate over
+TIMING_INPUT_BYTES = 4 * 1024**3  # fewer sets when the inputs are larger than this together
 MAX_ERROR_LINES = 20
 MAX_ERROR_CHARS = 2000
 # Verdicts after which the worker is kept: nothing of the candidate ran, or it ran to the
@@ -72,10 +74,20 @@ class WorkerState:
         torch.backends.cudnn.allow_tf32 = False
         self.device = torch.device("cuda", device_index)
         self.flusher = L2Flusher()
+        self._sync_latency_ms: float | None = None
         self.info = WorkerInfo(
             pid=os.getpid(), device_index=device_index, device=torch.cuda.get_device_name(device_index),
             arch=device_arch(), versions=_versions(),
         )
+
+
+    def sync_latency_ms(self) -> float:
+        """Host latency of a device-wide synchronize (timing.host_sync_latency), measured once."""
+        from htam_graph.runner.timing import host_sync_latency
+
+        if self._sync_latency_ms is None:
+            self._sync_latency_ms = host_sync_latency(self.flusher)
+        return self._sync_latency_ms
 
 
 def _versions() -> dict[str, str]:
@@ -333,9 +345,9 @@ class _Judge:
         self._pointer_cache(ref, new, inputs, specs, correct=not failures)
         if self.job.fmt == "native":
             self._torch_ops(new, inputs)
+        self._off_stream(new, inputs, specs)
         self.result.correct = not failures
         self.result.errors = "\n".join(failures[:3])
-        self.timing_inputs = inputs
 
     def _trial(
         self, ref: Any, new: Any, inputs: list[Any], specs: list[Any], failures: list[str]
@@ -418,22 +430,64 @@ class _Judge:
         if ops := recorder.disallowed():
             self._flag(CheatKind.TORCH_COMPUTE_OP, "forward runs PyTorch compute ops: " + ", ".join(ops[:8]))
 
+    def _off_stream(self, new: Any, inputs: list[Any], specs: list[Any]) -> None:
+        """Outputs must not be ready while the current stream is held (checks.held_stream_snapshot)."""
+        from htam_graph.runner import checks
+        from htam_graph.runner.timing import spin_cycles_per_ms
+
+        before = [t.clone() for t in self._run_candidate(new, inputs, specs, checks.NAN_POISON)]
+        fresh = self._inputs(self.config.seed + 3000)
+        checks.poison_memory(specs, checks.NAN_POISON, self.config.poison_blocks, self.state.device)
+        copies, outs = self._call(
+            lambda: checks.held_stream_snapshot(lambda: new(*fresh), spin_cycles_per_ms()), [],
+            "ModelNew.forward raised",
+        )
+        if copies is None:  # forward waited for the device itself: the test says nothing
+            return
+        early = checks.early_fraction(copies, outs, before)
+        if early > 0.5:
+            self._flag(
+                CheatKind.SIDE_STREAM,
+                f"{early:.0%} of the output was final while torch's current stream was still blocked: "
+                "the work ran on another stream or thread",
+            )
+
     # -- timing -------------------------------------------------------------------------
+    def _timing_inputs(self) -> list[list[Any]]:
+        """Separately allocated input sets for the timed trials to rotate over (timing.py)."""
+        sets = [self._inputs(self.config.seed + 2000)]
+        size = sum(x.nbytes for x in sets[0] if isinstance(x, self.torch.Tensor))
+        count = max(1, min(TIMING_INPUT_SETS, TIMING_INPUT_BYTES // max(size, 1)))
+        sets += [self._inputs(self.config.seed + 2000 + i) for i in range(1, count)]
+        return sets
+
     def _time(self, ref: Any, new: Any) -> None:
         from htam_graph.runner import checks
-        from htam_graph.runner.timing import time_gpu
+        from htam_graph.runner.timing import hidden_work_ms, hidden_work_tolerance, time_gpu
 
-        torch, cfg, inputs = self.torch, self.config, self.timing_inputs
-        flusher = self.state.flusher
+        torch, cfg, flusher = self.torch, self.config, self.state.flusher
+        sets = self._timing_inputs()
+        latency = self.state.sync_latency_ms()
+
+        def calls(model: Any) -> list[Callable[[], Any]]:
+            return [lambda x=x: model(*x) for x in sets]
+
         before = checks.Concurrency.now()
         with torch.no_grad():
-            self.result.candidate = time_gpu(lambda: new(*inputs), flusher, cfg.warmup, cfg.trials)
+            self.result.candidate = time_gpu(calls(new), flusher, cfg.warmup, cfg.trials)
             if grown := before.grown():
                 self._flag(CheatKind.SIDE_STREAM, f"timed runs left {grown} running")
-            self.result.reference_eager = time_gpu(lambda: ref(*inputs), flusher, cfg.warmup, cfg.trials)
+            hidden = hidden_work_ms(self.result.candidate, latency)
+            if hidden > hidden_work_tolerance(self.result.candidate):
+                self._flag(
+                    CheatKind.SIDE_STREAM,
+                    f"timed runs: work went on {hidden:.3f} ms past the timed stream's end event "
+                    "(seen after a device-wide synchronize)",
+                )
+            self.result.reference_eager = time_gpu(calls(ref), flusher, cfg.warmup, cfg.trials)
             if cfg.compile_reference:
                 compiled = torch.compile(ref)
-                self.result.reference_compile = time_gpu(lambda: compiled(*inputs), flusher, cfg.warmup, cfg.trials)
+                self.result.reference_compile = time_gpu(calls(compiled), flusher, cfg.warmup, cfg.trials)
         self.result.speedup_eager = _speedup(self.result.reference_eager, self.result.candidate)
         self.result.speedup_compile = _speedup(self.result.reference_compile, self.result.candidate)
         best = max(self.result.speedup_eager or 0.0, self.result.speedup_compile or 0.0)
@@ -441,9 +495,9 @@ class _Judge:
 
 
 def _speedup(reference: Timing | None, candidate: Timing | None) -> float | None:
-    if reference is None or candidate is None or candidate.median_ms <= 0:
+    if reference is None or candidate is None or candidate.cost_ms <= 0:
         return None
-    return reference.median_ms / candidate.median_ms
+    return reference.cost_ms / candidate.cost_ms
 
 
 def _bitwise_equal(a: Any, b: Any) -> bool:

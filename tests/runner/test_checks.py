@@ -89,3 +89,36 @@ def test_feedback_is_compact():
         "verdict": "rejected", "cheats": ["constant_output: output 0 is constant"],
         "max_abs_error": 0.0, "candidate_ms": 0.5,
     }
+    host_bound = result.model_copy(update={"candidate": result.candidate.model_copy(update={"host_median_ms": 0.9})})
+    assert to_feedback(host_bound)["candidate_host_ms"] == 0.9
+
+
+def test_early_fraction_counts_only_elements_the_call_changed():
+    from htam_graph.runner.checks import early_fraction
+
+    before = torch.tensor([0.0, 1.0, 2.0, 3.0])
+    out = torch.tensor([0.0, 5.0, 6.0, 7.0])  # element 0 did not change, so it says nothing
+    assert early_fraction([before.clone()], [out], [before]) == 0.0  # stale buffer: honest
+    assert early_fraction([out.clone()], [out], [before]) == 1.0  # already final: off-stream work
+    half = torch.tensor([0.0, 5.0, 2.0, 3.0])
+    assert early_fraction([half], [out], [before]) == pytest.approx(1 / 3)
+    assert early_fraction([out.clone()], [out], [out.clone()]) == 0.0  # nothing changed at all
+
+
+def test_hidden_work_is_what_the_synced_median_adds_beyond_host_latency():
+    from htam_graph.runner.timing import hidden_work_ms, hidden_work_tolerance
+
+    honest = Timing(median_ms=0.30, mean_ms=0.3, min_ms=0.29, max_ms=0.4, trials=100, synced_median_ms=0.316)
+    assert hidden_work_ms(honest, latency_ms=0.015) == pytest.approx(0.001)
+    assert hidden_work_ms(honest, latency_ms=0.015) < hidden_work_tolerance(honest)
+    hiding = honest.model_copy(update={"median_ms": 0.02, "synced_median_ms": 0.45})
+    assert hidden_work_ms(hiding, latency_ms=0.015) == pytest.approx(0.415)
+    assert hidden_work_ms(hiding, latency_ms=0.015) > hidden_work_tolerance(hiding)
+    assert hidden_work_ms(honest.model_copy(update={"synced_median_ms": None}), 0.015) == 0.0
+
+
+def test_cost_is_the_gpu_time_unless_the_host_takes_longer():
+    gpu_bound = Timing(median_ms=0.3, mean_ms=0.3, min_ms=0.3, max_ms=0.3, trials=1, host_median_ms=0.04)
+    assert gpu_bound.cost_ms == 0.3
+    assert gpu_bound.model_copy(update={"host_median_ms": 2.5}).cost_ms == 2.5  # work done on the CPU is paid
+    assert gpu_bound.model_copy(update={"host_median_ms": None}).cost_ms == 0.3

@@ -116,6 +116,26 @@ def test_every_dynamic_cheat_is_caught(dynamic_only, relu_task):
     assert dynamic_only.evaluate(relu_task, c.HONEST).verdict == Verdict.OK
 
 
+@pytest.mark.parametrize("name", ["SIDE_STREAM", "SIDE_STREAM_WAITED", "SIDE_STREAM_WHEN_TIMED"])
+def test_work_off_the_timed_stream_is_caught(dynamic_only, relu_task, name):
+    """By the held-stream probe, or (work moved off only while timed) by the synced end event."""
+    result = dynamic_only.evaluate(relu_task, getattr(c, name))
+    assert result.verdict == Verdict.REJECTED, to_feedback(result)
+    assert CheatKind.SIDE_STREAM in {f.kind for f in result.cheats}, to_feedback(result)
+
+
+@pytest.mark.parametrize("name", ["JOINED_STREAM", "DEVICE_SYNC"])
+def test_honest_streams_and_synchronize_are_not_flagged(dynamic_only, relu_task, name):
+    result = dynamic_only.evaluate(relu_task, getattr(c, name))
+    assert result.verdict == Verdict.OK, to_feedback(result)
+
+
+def test_timing_reports_stream_time_and_input_sets(evaluator, relu_task):
+    result = evaluator.evaluate(relu_task, c.HONEST)
+    t = result.candidate
+    assert t.input_sets == 4 and t.synced_median_ms >= t.median_ms > 0
+
+
 def test_honest_suite_candidates_are_ok(evaluator):
     """bench/candidates/<level>/<task>.py answers the built-in task <level>/<task>."""
     pairs = [(resolve_task(f"{p.parent.name}/{p.stem}"), p) for p in sorted(HONEST_DIR.glob("level*/*.py"))]

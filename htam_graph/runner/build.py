@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
 
-from htam_graph.config import data_dir, load_settings
+from htam_graph.config import Settings, data_dir, load_settings
 from htam_graph.errors import UserError
 from htam_graph.runner.models import BuildResult
 
@@ -36,9 +36,9 @@ MAX_LINES = 20
 MAX_CHARS = 2000
 
 
-def find_nvcc() -> Path:
+def find_nvcc(settings: Settings | None = None) -> Path:
     """HTAM_NVCC, then PATH, then the PyPI nvcc (pip extra `nvcc`), then /usr/local/cuda."""
-    if path := load_settings().nvcc:
+    if path := (settings or load_settings()).nvcc:
         if not path.is_file():
             raise UserError(f"HTAM_NVCC={path} is not a file; point it at an nvcc executable")
         return path
@@ -71,9 +71,9 @@ def nvcc_version(nvcc: Path) -> str:
     return match.group(0)
 
 
-def device_arch() -> str:
+def device_arch(settings: Settings | None = None) -> str:
     """HTAM_CUDA_ARCH, else sm_XY of the current GPU, else sm_90 when there is no GPU."""
-    if arch := load_settings().cuda_arch:  # validated by Settings
+    if arch := (settings or load_settings()).cuda_arch:  # validated by Settings
         return arch
     import torch
 
@@ -83,9 +83,9 @@ def device_arch() -> str:
     return f"sm_{major}{minor}"
 
 
-def cache_root() -> Path:
+def cache_root(settings: Settings | None = None) -> Path:
     """HTAM_CACHE_DIR, else the data folder; cubins go under <root>/cubin."""
-    return load_settings().cache_dir or data_dir()
+    return (settings or load_settings()).cache_dir or data_dir()
 
 
 def build_key(source: str, arch: str, flags: Sequence[str], version: str) -> str:
@@ -98,11 +98,12 @@ def build_cubin(
 ) -> BuildResult:
     """Compile `source` to a cubin for `arch` (default: this machine's GPU), cached by content."""
     started = time.perf_counter()
-    nvcc = find_nvcc()
-    arch = arch or device_arch()
+    settings = load_settings()  # once: reading the environment and .env is most of a cache hit
+    nvcc = find_nvcc(settings)
+    arch = arch or device_arch(settings)
     all_flags = (*DEFAULT_FLAGS, *flags)
     key = build_key(source, arch, all_flags, nvcc_version(nvcc))
-    folder = cache_root() / "cubin"
+    folder = cache_root(settings) / "cubin"
     meta_path = folder / f"{key}.json"
     if meta_path.is_file():
         cached = BuildResult.model_validate_json(meta_path.read_text())

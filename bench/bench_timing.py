@@ -43,8 +43,10 @@ DEFAULT_TASKS = (
 )
 
 
-def time_stream(fn, flusher, trials: int) -> list[float]:
-    """Per-trial ms with the end event on the stream (no host latency inside the interval)."""
+def time_trials(fn, flusher, trials: int, sync_before_end: bool) -> list[float]:
+    """Per-trial ms. sync_before_end: the first protocol (a device-wide synchronize, then
+    the end event: host latency inside the interval); else the end event on the stream right
+    after the call, then the synchronize (what do_bench does)."""
     import torch
 
     pairs = []
@@ -53,26 +55,11 @@ def time_stream(fn, flusher, trials: int) -> list[float]:
         flusher.flush()
         start.record()
         fn()
+        if sync_before_end:
+            torch.cuda.synchronize()
         end.record()
         torch.cuda.synchronize()
         pairs.append((start, end))
-    return [s.elapsed_time(e) for s, e in pairs]
-
-
-def time_device(fn, flusher, trials: int) -> list[float]:
-    """Per-trial ms as timing.time_gpu takes them (device sync, then the end event)."""
-    import torch
-
-    pairs = []
-    for _ in range(trials):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        flusher.flush()
-        start.record()
-        fn()
-        torch.cuda.synchronize()
-        end.record()
-        pairs.append((start, end))
-    torch.cuda.synchronize()
     return [s.elapsed_time(e) for s, e in pairs]
 
 
@@ -134,19 +121,19 @@ def main(tasks: tuple[str, ...], rounds: int, trials: int, idle_s: float, out: P
             for fn_name, fn in (("candidate", lambda: new(*x)), ("eager", lambda: ref(*x))):
                 for _ in range(rounds):  # the same buffers, back to back
                     warm(fn)
-                    record(f"{fn_name} same-buffers", "device", time_device(fn, flusher, trials))
-                    record(f"{fn_name} same-buffers", "stream", time_stream(fn, flusher, trials))
+                    record(f"{fn_name} same-buffers", "device", time_trials(fn, flusher, trials, True))
+                    record(f"{fn_name} same-buffers", "stream", time_trials(fn, flusher, trials, False))
             for r in range(rounds):  # fresh allocations at shifted addresses
                 spacers.append(torch.empty(int(1 + r * 7919) * 4096, dtype=torch.uint8, device="cuda"))
                 x = inputs(1)
                 warm(lambda: new(*x))
-                record("candidate fresh-buffers", "device", time_device(lambda: new(*x), flusher, trials))
-                record("candidate fresh-buffers", "stream", time_stream(lambda: new(*x), flusher, trials))
+                record("candidate fresh-buffers", "device", time_trials(lambda: new(*x), flusher, trials, True))
+                record("candidate fresh-buffers", "stream", time_trials(lambda: new(*x), flusher, trials, False))
             for _ in range(rounds):  # after an idle gap, with the protocol's 100 ms warm-up
                 torch.cuda.synchronize()
                 time.sleep(idle_s)
                 warm(lambda: new(*x))
-                record("candidate after-idle", "device", time_device(lambda: new(*x), flusher, trials))
+                record("candidate after-idle", "device", time_trials(lambda: new(*x), flusher, trials, True))
         for key, meds in results.items():
             cond, method = key.rsplit("/", 1)
             rows.append({

@@ -140,59 +140,39 @@ SIDE_THREAD = relu_candidate(
         return y
 """
 )
-SIDE_STREAM = relu_candidate(
-    init="        self.side = torch.cuda.Stream()\n",
-    forward=f"""
+def side_stream_candidate(before: str = "", after: str = "", body: str = HONEST_BODY, init: str = "") -> str:
+    """The ReLU launched on a private stream `self.side`, with `before`/`after` lines around it."""
+    return relu_candidate(
+        body=body,
+        init="        self.side = torch.cuda.Stream()\n" + init,
+        forward=f"""
         y = torch.empty_like(x)
         n = x.numel()
-        with torch.cuda.stream(self.side):
+{before}        with torch.cuda.stream(self.side):
             {LAUNCH}
-        return y
+{after}        return y
 """,
-)
+    )
+
+
+SIDE_STREAM = side_stream_candidate()
 # Waits for its own stream only: forward returns with the work done, the timed stream untouched.
-SIDE_STREAM_WAITED = relu_candidate(
-    init="        self.side = torch.cuda.Stream()\n",
-    forward=f"""
-        y = torch.empty_like(x)
-        n = x.numel()
-        with torch.cuda.stream(self.side):
-            {LAUNCH}
-        self.side.synchronize()
-        return y
-""",
-)
+SIDE_STREAM_WAITED = side_stream_candidate(after="        self.side.synchronize()\n")
 # Honest until the timed runs (its 40th call on), then the work leaves the timed stream;
 # each thread spins ~100 us first, so the hidden work is far above host jitter.
-SIDE_STREAM_WHEN_TIMED = relu_candidate(
+SIDE_STREAM_WHEN_TIMED = side_stream_candidate(
     body="long long t0 = clock64(); while (clock64() - t0 < 200000) { } " + HONEST_BODY,
-    init="        self.side = torch.cuda.Stream()\n        self.calls = 0\n",
-    forward=f"""
-        y = torch.empty_like(x)
-        n = x.numel()
-        self.calls += 1
+    init="        self.calls = 0\n",
+    before=f"""        self.calls += 1
         if self.calls < 40:
             {LAUNCH}
             return y
-        with torch.cuda.stream(self.side):
-            {LAUNCH}
-        return y
 """,
 )
 # Honest uses of streams and synchronization: none of these may be flagged.
-JOINED_STREAM = relu_candidate(
-    init="        self.side = torch.cuda.Stream()\n",
-    forward=f"""
-        y = torch.empty_like(x)
-        n = x.numel()
-        current = torch.cuda.current_stream()
-        self.side.wait_stream(current)
-        with torch.cuda.stream(self.side):
-            {LAUNCH}
-        current.wait_stream(self.side)
-        y.record_stream(self.side)
-        return y
-""",
+JOINED_STREAM = side_stream_candidate(
+    before="        current = torch.cuda.current_stream()\n        self.side.wait_stream(current)\n",
+    after="        current.wait_stream(self.side)\n        y.record_stream(self.side)\n",
 )
 DEVICE_SYNC = relu_candidate(forward=HONEST_FORWARD.replace("        return y", "        torch.cuda.synchronize()\n        return y"))
 TF32 = relu_candidate(prelude="torch.backends.cuda.matmul.allow_tf32 = not torch.backends.cuda.matmul.allow_tf32\n")

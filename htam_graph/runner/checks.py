@@ -219,10 +219,10 @@ def early_fraction(copies: list[Any], outs: list[Any], before: list[Any]) -> flo
     final in the copies taken while the current stream was held."""
     changed = early = 0
     for copy, out, old in zip(copies, outs, before, strict=False):
-        if not all(isinstance(t, torch.Tensor) for t in (copy, out, old)) or copy.shape != out.shape:
+        if not all(isinstance(t, torch.Tensor) for t in (copy, out, old)):
             continue
         view = _INT_OF_SIZE.get(out.dtype.itemsize)
-        if view is None or old.shape != out.shape or old.dtype != out.dtype:
+        if view is None or not copy.shape == old.shape == out.shape or old.dtype != out.dtype:
             continue
         mask = out.view(view) != old.view(view)
         changed += int(mask.sum().item())

@@ -9,6 +9,7 @@ free of torch at import time: the parent imports it for `worker_main`.
 
 from __future__ import annotations
 
+import functools
 import linecache
 import os
 import sys
@@ -74,20 +75,17 @@ class WorkerState:
         torch.backends.cudnn.allow_tf32 = False
         self.device = torch.device("cuda", device_index)
         self.flusher = L2Flusher()
-        self._sync_latency_ms: float | None = None
         self.info = WorkerInfo(
             pid=os.getpid(), device_index=device_index, device=torch.cuda.get_device_name(device_index),
             arch=device_arch(), versions=_versions(),
         )
 
-
+    @functools.cached_property
     def sync_latency_ms(self) -> float:
         """Host latency of a device-wide synchronize (timing.host_sync_latency), measured once."""
         from htam_graph.runner.timing import host_sync_latency
 
-        if self._sync_latency_ms is None:
-            self._sync_latency_ms = host_sync_latency(self.flusher)
-        return self._sync_latency_ms
+        return host_sync_latency(self.flusher)
 
 
 def _versions() -> dict[str, str]:
@@ -467,7 +465,7 @@ class _Judge:
 
         torch, cfg, flusher = self.torch, self.config, self.state.flusher
         sets = self._timing_inputs()
-        latency = self.state.sync_latency_ms()
+        latency = self.state.sync_latency_ms
 
         def calls(model: Any) -> list[Callable[[], Any]]:
             return [lambda x=x: model(*x) for x in sets]

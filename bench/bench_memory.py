@@ -19,7 +19,7 @@ import statistics
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import click
@@ -53,11 +53,22 @@ def synthetic_steps(n: int, rng: random.Random, run_prefix: str = "run") -> tupl
             outcome = rng.random()
             compiled, correct = outcome > 0.1, outcome > 0.25
             reward = -1.0 if not correct else round(rng.uniform(-0.2, 1.0), 3) if outcome > 0.5 else 0.0
-            steps.append(StepUpdate(
-                id=f"{run.id}:{i}", run_id=run.id, task_id=run.task_id, index=i, prefix=path[:3],
-                global_id=chosen, local_id=rng.choice(locals_of[chosen]), verdict="ok" if correct else "incorrect",
-                compiled=compiled, correct=correct, reward=reward, speedup=1.0 + max(reward, 0),
-            ))
+            steps.append(
+                StepUpdate(
+                    id=f"{run.id}:{i}",
+                    run_id=run.id,
+                    task_id=run.task_id,
+                    index=i,
+                    prefix=path[:3],
+                    global_id=chosen,
+                    local_id=rng.choice(locals_of[chosen]),
+                    verdict="ok" if correct else "incorrect",
+                    compiled=compiled,
+                    correct=correct,
+                    reward=reward,
+                    speedup=1.0 + max(reward, 0),
+                )
+            )
             path = [chosen, *path]
     return runs, steps
 
@@ -125,28 +136,46 @@ def main(stores: str, sizes: str, n_score: int, n_update: int, out: Path | None)
                     result = measure(store, n_score, n_update, random.Random(7))
                     store.reset()
                 rows.append({"store": kind, "steps": n, "import_s": import_s, **result})
-                console.print(f"{kind} @ {n} steps: scoring p99 {result['score']['p99_ms']:.2f} ms, "
-                              f"update p99 {result['update']['p99_ms']:.2f} ms")
+                console.print(
+                    f"{kind} @ {n} steps: scoring p99 {result['score']['p99_ms']:.2f} ms, "
+                    f"update p99 {result['update']['p99_ms']:.2f} ms"
+                )
             history.close()
     table = Table(title="Memory store latency (ms)")
     for col in ["store", "steps", "score p50", "score p99", "update p50", "update p99", "import s"]:
         table.add_column(col, justify="right")
     for r in rows:
-        table.add_row(r["store"], str(r["steps"]), f"{r['score']['p50_ms']:.2f}", f"{r['score']['p99_ms']:.2f}",
-                      f"{r['update']['p50_ms']:.2f}", f"{r['update']['p99_ms']:.2f}", f"{r['import_s']:.1f}")
+        table.add_row(
+            r["store"],
+            str(r["steps"]),
+            f"{r['score']['p50_ms']:.2f}",
+            f"{r['score']['p99_ms']:.2f}",
+            f"{r['update']['p50_ms']:.2f}",
+            f"{r['update']['p99_ms']:.2f}",
+            f"{r['import_s']:.1f}",
+        )
     console.print(table)
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     out = out or Path(__file__).parent / "results" / f"memory-{now:%Y-%m-%d}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({
-        "date": now.isoformat(timespec="seconds"),
-        "command": " ".join(["python", *sys.argv]),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
-        "htam_graph": __version__,
-        "neo4j": db.status(Settings(store="neo4j")).version if "neo4j" in stores else None,
-        "goal": "scoring p99 under 20 ms at 1e5 steps",
-        "results": rows,
-    }, indent=2))
+    out.write_text(
+        json.dumps(
+            {
+                "date": now.isoformat(timespec="seconds"),
+                "command": " ".join(["python", *sys.argv]),
+                "machine": {
+                    "cpus": os.cpu_count(),
+                    "python": platform.python_version(),
+                    "platform": platform.platform(),
+                },
+                "htam_graph": __version__,
+                "neo4j": db.status(Settings(store="neo4j")).version if "neo4j" in stores else None,
+                "goal": "scoring p99 under 20 ms at 1e5 steps",
+                "results": rows,
+            },
+            indent=2,
+        )
+    )
     console.print(f"wrote {out}")
 
 

@@ -13,6 +13,7 @@ Prints a table and writes bench/results/runner-<date>-<gpu>.json.
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 import os
 import statistics
@@ -95,8 +96,13 @@ def relative_diff(a: float | None, b: float | None) -> float | None:
 @click.option("--trials", default=100, show_default=True, help="timed runs per candidate")
 @click.option("--compile-reference", is_flag=True, help="also time torch.compile of each reference")
 @click.option("--load-inline", is_flag=True, help="also evaluate one load_inline (KernelBench-format) candidate")
-@click.option("--passes", default=2, show_default=True, type=click.IntRange(min=2),
-              help="suite passes; repeatability compares the first and the last")
+@click.option(
+    "--passes",
+    default=2,
+    show_default=True,
+    type=click.IntRange(min=2),
+    help="suite passes; repeatability compares the first and the last",
+)
 @click.option("--out", type=click.Path(path_type=Path), default=REPO / "bench" / "results", show_default=True)
 def main(trials: int, compile_reference: bool, load_inline: bool, passes: int, out: Path) -> None:
     from htam_graph.errors import UserError
@@ -123,27 +129,40 @@ def main(trials: int, compile_reference: bool, load_inline: bool, passes: int, o
         if load_inline:
             started = time.perf_counter()
             result = ev.evaluate(resolve_task("level1/19_ReLU"), LOAD_INLINE)
-            inline = {"seconds": time.perf_counter() - started, "verdict": result.verdict.value,
-                      "speedup_eager": result.speedup_eager}
+            inline = {
+                "seconds": time.perf_counter() - started,
+                "verdict": result.verdict.value,
+                "speedup_eager": result.speedup_eager,
+            }
 
     rows = []
     for (task, _), a, b in zip(pairs, first, second, strict=True):
-        rows.append({
-            "task": task.id, "verdict": a.verdict.value, "verdict_again": b.verdict.value,
-            "cold_build_s": builds[task.id]["cold_s"], "warm_build_s": builds[task.id]["warm_s"],
-            "eval_s": a.eval_seconds, "max_abs_error": a.max_abs_error,
-            "candidate_ms": a.candidate and a.candidate.median_ms,
-            "candidate_ms_again": b.candidate and b.candidate.median_ms,
-            "eager_ms": a.reference_eager and a.reference_eager.median_ms,
-            "eager_ms_again": b.reference_eager and b.reference_eager.median_ms,
-            "synced_ms": a.candidate and a.candidate.synced_median_ms,
-            "host_ms": a.candidate and a.candidate.host_median_ms,
-            "input_sets": a.candidate and a.candidate.input_sets,
-            "compile_ms": a.reference_compile and a.reference_compile.median_ms,
-            "speedup_eager": a.speedup_eager, "speedup_compile": a.speedup_compile,
-            "repeat_diff": relative_diff(a.candidate and a.candidate.median_ms, b.candidate and b.candidate.median_ms),
-            "errors": a.errors, "cheats": [f"{c.kind.value}: {c.detail}" for c in a.cheats],
-        })
+        rows.append(
+            {
+                "task": task.id,
+                "verdict": a.verdict.value,
+                "verdict_again": b.verdict.value,
+                "cold_build_s": builds[task.id]["cold_s"],
+                "warm_build_s": builds[task.id]["warm_s"],
+                "eval_s": a.eval_seconds,
+                "max_abs_error": a.max_abs_error,
+                "candidate_ms": a.candidate and a.candidate.median_ms,
+                "candidate_ms_again": b.candidate and b.candidate.median_ms,
+                "eager_ms": a.reference_eager and a.reference_eager.median_ms,
+                "eager_ms_again": b.reference_eager and b.reference_eager.median_ms,
+                "synced_ms": a.candidate and a.candidate.synced_median_ms,
+                "host_ms": a.candidate and a.candidate.host_median_ms,
+                "input_sets": a.candidate and a.candidate.input_sets,
+                "compile_ms": a.reference_compile and a.reference_compile.median_ms,
+                "speedup_eager": a.speedup_eager,
+                "speedup_compile": a.speedup_compile,
+                "repeat_diff": relative_diff(
+                    a.candidate and a.candidate.median_ms, b.candidate and b.candidate.median_ms
+                ),
+                "errors": a.errors,
+                "cheats": [f"{c.kind.value}: {c.detail}" for c in a.cheats],
+            }
+        )
     diffs = [r["repeat_diff"] for r in rows if r["repeat_diff"] is not None]
     eager_diffs = [d for r in rows if (d := relative_diff(r["eager_ms"], r["eager_ms_again"])) is not None]
     speedups = [r["speedup_eager"] for r in rows if r["speedup_eager"]]
@@ -160,18 +179,20 @@ def main(trials: int, compile_reference: bool, load_inline: bool, passes: int, o
         "repeat_diff_median": statistics.median(diffs) if diffs else None,
         "repeat_diff_max": max(diffs) if diffs else None,
         "eager_repeat_diff_median": statistics.median(eager_diffs) if eager_diffs else None,
-        "repeat_diff_median_by_pass_pair": [
-            _median_diff(a, b) for (a, _), (b, _) in zip(runs, runs[1:], strict=False)
-        ],
+        "repeat_diff_median_by_pass_pair": [_median_diff(a, b) for (a, _), (b, _) in itertools.pairwise(runs)],
         "geomean_speedup_eager": statistics.geometric_mean(speedups) if speedups else None,
         "geomean_speedup_compile": statistics.geometric_mean(compile_speedups) if compile_speedups else None,
         "load_inline": inline,
     }
     report = {
         "date": dt.date.today().isoformat(),
-        "gpu": info.device, "arch": info.arch, "versions": info.versions,
+        "gpu": info.device,
+        "arch": info.arch,
+        "versions": info.versions,
         "command": " ".join(["python3", *sys.argv]),
-        "trials": trials, "summary": summary, "tasks": rows,
+        "trials": trials,
+        "summary": summary,
+        "tasks": rows,
     }
     _print(console, rows, summary)
     out.mkdir(parents=True, exist_ok=True)
@@ -182,14 +203,32 @@ def main(trials: int, compile_reference: bool, load_inline: bool, passes: int, o
 
 
 def _print(console: Console, rows: list[dict], summary: dict) -> None:
-    table = Table("task", "verdict", "cold s", "warm ms", "eval s", "cand ms", "eager ms", "compile ms",
-                  "x eager", "x compile", "repeat")
-    fmt = lambda v, spec: "" if v is None else format(v, spec)  # noqa: E731
+    table = Table(
+        "task",
+        "verdict",
+        "cold s",
+        "warm ms",
+        "eval s",
+        "cand ms",
+        "eager ms",
+        "compile ms",
+        "x eager",
+        "x compile",
+        "repeat",
+    )
+    fmt = lambda v, spec: "" if v is None else format(v, spec)
     for r in rows:
         table.add_row(
-            r["task"], r["verdict"], fmt(r["cold_build_s"], ".2f"), fmt(r["warm_build_s"] * 1e3, ".1f"),
-            fmt(r["eval_s"], ".2f"), fmt(r["candidate_ms"], ".4f"), fmt(r["eager_ms"], ".4f"),
-            fmt(r["compile_ms"], ".4f"), fmt(r["speedup_eager"], ".2f"), fmt(r["speedup_compile"], ".2f"),
+            r["task"],
+            r["verdict"],
+            fmt(r["cold_build_s"], ".2f"),
+            fmt(r["warm_build_s"] * 1e3, ".1f"),
+            fmt(r["eval_s"], ".2f"),
+            fmt(r["candidate_ms"], ".4f"),
+            fmt(r["eager_ms"], ".4f"),
+            fmt(r["compile_ms"], ".4f"),
+            fmt(r["speedup_eager"], ".2f"),
+            fmt(r["speedup_compile"], ".2f"),
             fmt(r["repeat_diff"] and r["repeat_diff"] * 100, ".2f") + "%",
         )
     console.print(table)

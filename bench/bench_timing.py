@@ -38,8 +38,12 @@ from rich.table import Table
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_TASKS = (
-    "level1/13_MaxPool2d", "level2/2_Swish_Bias_Scale", "level1/10_RMSNorm", "level1/9_LayerNorm",
-    "level2/6_Conv2d_Bias_ReLU", "level1/2_Batched_matmul",
+    "level1/13_MaxPool2d",
+    "level2/2_Swish_Bias_Scale",
+    "level1/10_RMSNorm",
+    "level1/9_LayerNorm",
+    "level2/6_Conv2d_Bias_ReLU",
+    "level1/2_Batched_matmul",
 )
 
 
@@ -113,9 +117,18 @@ def main(tasks: tuple[str, ...], rounds: int, trials: int, idle_s: float, out: P
         def record(cond: str, method: str, times: list[float]) -> None:
             med = statistics.median(times)
             results.setdefault(f"{cond}/{method}", []).append(med)
-            samples.append({"task": task_id, "condition": cond, "method": method, "t": time.time(),
-                            "median_ms": med, "min_ms": min(times), "max_ms": max(times),
-                            "cv": statistics.pstdev(times) / statistics.fmean(times)})
+            samples.append(
+                {
+                    "task": task_id,
+                    "condition": cond,
+                    "method": method,
+                    "t": time.time(),
+                    "median_ms": med,
+                    "min_ms": min(times),
+                    "max_ms": max(times),
+                    "cv": statistics.pstdev(times) / statistics.fmean(times),
+                }
+            )
 
         with torch.no_grad():
             for fn_name, fn in (("candidate", lambda: new(*x)), ("eager", lambda: ref(*x))):
@@ -136,22 +149,41 @@ def main(tasks: tuple[str, ...], rounds: int, trials: int, idle_s: float, out: P
                 record("candidate after-idle", "device", time_trials(lambda: new(*x), flusher, trials, True))
         for key, meds in results.items():
             cond, method = key.rsplit("/", 1)
-            rows.append({
-                "task": task_id, "condition": cond, "method": method, "rounds": len(meds),
-                "median_ms": statistics.median(meds), "min_ms": min(meds), "max_ms": max(meds),
-                "spread": (max(meds) - min(meds)) / min(meds),
-            })
+            rows.append(
+                {
+                    "task": task_id,
+                    "condition": cond,
+                    "method": method,
+                    "rounds": len(meds),
+                    "median_ms": statistics.median(meds),
+                    "min_ms": min(meds),
+                    "max_ms": max(meds),
+                    "spread": (max(meds) - min(meds)) / min(meds),
+                }
+            )
         del x, ref, new
         torch.cuda.empty_cache()
 
     table = Table("task", "condition", "method", "median ms", "min", "max", "spread")
     for r in rows:
-        table.add_row(r["task"], r["condition"], r["method"], f"{r['median_ms']:.4f}", f"{r['min_ms']:.4f}",
-                      f"{r['max_ms']:.4f}", f"{r['spread'] * 100:.1f}%")
+        table.add_row(
+            r["task"],
+            r["condition"],
+            r["method"],
+            f"{r['median_ms']:.4f}",
+            f"{r['min_ms']:.4f}",
+            f"{r['max_ms']:.4f}",
+            f"{r['spread'] * 100:.1f}%",
+        )
     console.print(table)
     report = {
-        "date": dt.date.today().isoformat(), "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-        "command": " ".join(["python3", *sys.argv]), "trials": trials, "rows": rows, "samples": samples,
+        "date": dt.date.today().isoformat(),
+        "gpu": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "command": " ".join(["python3", *sys.argv]),
+        "trials": trials,
+        "rows": rows,
+        "samples": samples,
     }
     path = out or REPO / "bench" / "results" / f"timing-{report['date']}.json"
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,2 +1,3 @@
 """HTAM: Hierarchical Transition-Attended Memory for GPU kernel optimization."""
+
 __version__ = "0.1.0"

@@ -31,9 +31,7 @@ class ScoringParams(BaseModel):
 class Settings(BaseSettings):
     """Every setting can come from a flag, HTAM_<NAME> in the environment, or `.env`."""
 
-    model_config = SettingsConfigDict(
-        env_prefix="HTAM_", env_file=".env", env_nested_delimiter="__", extra="ignore"
-    )
+    model_config = SettingsConfigDict(env_prefix="HTAM_", env_file=".env", env_nested_delimiter="__", extra="ignore")
 
     store: Literal["auto", "local", "neo4j"] = Field(
         "auto", description="auto: Neo4j when HTAM_NEO4J_URI is set, else the local file"

@@ -9,6 +9,7 @@ LAUNCHER_CACHE, and it runs detached with its home (data, logs, pid file) in
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -130,9 +131,7 @@ def server_components(driver: neo4j.Driver) -> tuple[str, str]:
     return records[0]["version"], records[0]["edition"]
 
 
-def start(
-    settings: Settings, wait_s: float = 120, http_port: int = DEFAULT_HTTP_PORT
-) -> ServerInfo:
+def start(settings: Settings, wait_s: float = 120, http_port: int = DEFAULT_HTTP_PORT) -> ServerInfo:
     """Start Neo4j (Docker if an engine answers, else the launcher); wait for Bolt."""
     uri = neo4j_uri(settings)
     host, port = _bolt_address(uri)
@@ -207,9 +206,7 @@ def _spawn_launcher(settings: Settings, port: int, http_port: int) -> subprocess
     java = _tool("java", "Java 17 or newer")
     home = launcher_home()
     home.mkdir(parents=True, exist_ok=True)
-    classpath = os.pathsep.join(
-        [str(cache / "target" / "classes"), (cache / "classpath.txt").read_text().strip()]
-    )
+    classpath = os.pathsep.join([str(cache / "target" / "classes"), (cache / "classpath.txt").read_text().strip()])
     command = [
         java,
         *JVM_FLAGS,
@@ -248,9 +245,7 @@ def _await_launcher(process: subprocess.Popen[bytes], settings: Settings, deadli
         if time.monotonic() > deadline:
             _terminate(process.pid, timeout_s=30)
             _pid_path().unlink(missing_ok=True)
-            raise UserError(
-                f"Neo4j did not start in time: {_failure_reason()} (log: {_log_path()})"
-            )
+            raise UserError(f"Neo4j did not start in time: {_failure_reason()} (log: {_log_path()})")
         time.sleep(0.5)
     connect(settings).close()
 
@@ -324,10 +319,8 @@ def _terminate(pid: int, timeout_s: float) -> None:
 
 
 def _signal(pid: int, sig: signal.Signals) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):  # it already exited
         os.kill(pid, sig)
-    except ProcessLookupError:
-        pass  # it already exited
 
 
 def _docker_available() -> bool:

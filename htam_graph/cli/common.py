@@ -18,7 +18,9 @@ console = Console()
 # gives init arguments the highest priority).
 _FLAGS = [
     click.option("--store", type=click.Choice(["auto", "local", "neo4j"]), help="Memory backend [env HTAM_STORE]."),
-    click.option("--local-path", type=click.Path(dir_okay=False), help="SQLite file of the local store [env HTAM_LOCAL_PATH]."),
+    click.option(
+        "--local-path", type=click.Path(dir_okay=False), help="SQLite file of the local store [env HTAM_LOCAL_PATH]."
+    ),
     click.option("--neo4j-uri", help="Bolt URI, e.g. bolt://localhost:7687 [env HTAM_NEO4J_URI]."),
     click.option("--neo4j-user", help="Neo4j user [env HTAM_NEO4J_USER]."),
     click.option("--neo4j-password", help="Neo4j password [env HTAM_NEO4J_PASSWORD]."),

@@ -15,9 +15,7 @@ def db() -> None:
 
 
 @db.command()
-@click.option(
-    "--wait", "wait_s", default=120.0, show_default=True, help="Seconds to wait for Bolt to answer."
-)
+@click.option("--wait", "wait_s", default=120.0, show_default=True, help="Seconds to wait for Bolt to answer.")
 @click.option(
     "--http-port",
     default=server.DEFAULT_HTTP_PORT,

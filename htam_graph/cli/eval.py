@@ -14,18 +14,38 @@ from htam_graph.runner.models import EvalResult, Verdict
 @click.argument("task")
 @click.argument("candidate", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="print the full result record as JSON")
-@click.option("--trials", default=100, show_default=True, type=click.IntRange(min=1),
-              help="timed runs (median reported)")
-@click.option("--timeout", "timeout_s", default=120.0, show_default=True, type=click.FloatRange(min=1),
-              help="seconds per candidate (load_inline candidates get --kernelbench-timeout)")
-@click.option("--kernelbench-timeout", "kernelbench_timeout_s", default=900.0, show_default=True,
-              type=click.FloatRange(min=1), help="seconds for a KernelBench-format (load_inline) candidate")
+@click.option(
+    "--trials", default=100, show_default=True, type=click.IntRange(min=1), help="timed runs (median reported)"
+)
+@click.option(
+    "--timeout",
+    "timeout_s",
+    default=120.0,
+    show_default=True,
+    type=click.FloatRange(min=1),
+    help="seconds per candidate (load_inline candidates get --kernelbench-timeout)",
+)
+@click.option(
+    "--kernelbench-timeout",
+    "kernelbench_timeout_s",
+    default=900.0,
+    show_default=True,
+    type=click.FloatRange(min=1),
+    help="seconds for a KernelBench-format (load_inline) candidate",
+)
 @click.option("--compile-reference", is_flag=True, help="also time torch.compile of the reference")
-@click.option("--no-run", is_flag=True,
-              help="no GPU needed: only the static cheat checks and the nvcc build (verdict 'checked')")
+@click.option(
+    "--no-run", is_flag=True, help="no GPU needed: only the static cheat checks and the nvcc build (verdict 'checked')"
+)
 def eval_cmd(
-    task: str, candidate: Path, as_json: bool, trials: int, timeout_s: float, kernelbench_timeout_s: float,
-    compile_reference: bool, no_run: bool,
+    task: str,
+    candidate: Path,
+    as_json: bool,
+    trials: int,
+    timeout_s: float,
+    kernelbench_timeout_s: float,
+    compile_reference: bool,
+    no_run: bool,
 ) -> None:
     """Check, build, verify and time CANDIDATE (a file defining ModelNew) against TASK
     (a built-in task id such as level1/19_ReLU, or a KernelBench-format task file).
@@ -38,8 +58,12 @@ def eval_cmd(
         result = precheck(resolved, candidate)
     else:
         with Evaluator(
-            workers=1, timeout_s=timeout_s, compile_reference=compile_reference, spare=False,
-            trials=trials, kernelbench_timeout_s=kernelbench_timeout_s,
+            workers=1,
+            timeout_s=timeout_s,
+            compile_reference=compile_reference,
+            spare=False,
+            trials=trials,
+            kernelbench_timeout_s=kernelbench_timeout_s,
         ) as ev:
             result = ev.evaluate(resolved, candidate)
     if as_json:

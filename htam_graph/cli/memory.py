@@ -30,8 +30,11 @@ def init() -> None:
 
 
 @memory.command()
-@click.option("--bank", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Seed bank YAML (default: the bank shipped with htam-graph).")
+@click.option(
+    "--bank",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Seed bank YAML (default: the bank shipped with htam-graph).",
+)
 def seed(bank: Path | None) -> None:
     """Load the seed bank's globals, locals and transition priors. Idempotent: runtime
     statistics and evidence already in the memory are kept."""
@@ -71,16 +74,25 @@ def _show_globals(store, as_json: bool) -> None:
     for loc in store.get_locals():
         n_locals[loc.global_id] = n_locals.get(loc.global_id, 0) + 1
     if as_json:
-        print_json({"store": store.describe(), "counts": store.counts(),
-                    "globals": [g.model_dump() for g in globals_]})
+        print_json({"store": store.describe(), "counts": store.counts(), "globals": [g.model_dump() for g in globals_]})
         return
     rows = [
-        (g.id, n_locals.get(g.id, 0), g.prior, g.attempts, _rate(g.successes, g.attempts),
-         g.reward_sum / g.attempts if g.attempts else None, g.trend)
+        (
+            g.id,
+            n_locals.get(g.id, 0),
+            g.prior,
+            g.attempts,
+            _rate(g.successes, g.attempts),
+            g.reward_sum / g.attempts if g.attempts else None,
+            g.trend,
+        )
         for g in globals_
     ]
-    print_table(f"Global directions in {store.describe()}",
-                ["id", "locals", "prior", "attempts", "success", "mean reward", "trend"], rows)
+    print_table(
+        f"Global directions in {store.describe()}",
+        ["id", "locals", "prior", "attempts", "success", "mean reward", "trend"],
+        rows,
+    )
     console.print(" ".join(f"{k}={v}" for k, v in store.counts().items()))
 
 
@@ -92,10 +104,11 @@ def _show_locals(store, global_id: str, as_json: bool) -> None:
     if as_json:
         print_json([loc.model_dump() for loc in locals_])
         return
-    rows = [(loc.id, loc.name, loc.attempts, _rate(loc.successes, loc.attempts),
-             len(loc.positive), len(loc.negative)) for loc in locals_]
-    print_table(f"Local strategies under {global_id}",
-                ["id", "name", "attempts", "success", "pos", "neg"], rows)
+    rows = [
+        (loc.id, loc.name, loc.attempts, _rate(loc.successes, loc.attempts), len(loc.positive), len(loc.negative))
+        for loc in locals_
+    ]
+    print_table(f"Local strategies under {global_id}", ["id", "name", "attempts", "success", "pos", "neg"], rows)
 
 
 def _show_transitions(store, as_json: bool) -> None:
@@ -103,15 +116,30 @@ def _show_transitions(store, as_json: bool) -> None:
     if as_json:
         print_json([t.model_dump() for t in edges])
         return
-    rows = [(t.source, t.target, t.n, _rate(t.successes, t.n), t.reward_sum / t.n if t.n else None,
-             t.compile_failures, t.incorrect, " ".join(str(n) for n in t.n_by_k if n) or "-")
-            for t in edges]
-    print_table("TRANSITION edges", ["from", "to", "n", "success", "mean reward", "compile fail",
-                                     "incorrect", "n by distance"], rows)
+    rows = [
+        (
+            t.source,
+            t.target,
+            t.n,
+            _rate(t.successes, t.n),
+            t.reward_sum / t.n if t.n else None,
+            t.compile_failures,
+            t.incorrect,
+            " ".join(str(n) for n in t.n_by_k if n) or "-",
+        )
+        for t in edges
+    ]
+    print_table(
+        "TRANSITION edges",
+        ["from", "to", "n", "success", "mean reward", "compile fail", "incorrect", "n by distance"],
+        rows,
+    )
 
 
 @memory.command()
-@click.option("--prefix", default="", help="Recent globals, most recent first, comma-separated (e.g. memory_access,fusion).")
+@click.option(
+    "--prefix", default="", help="Recent globals, most recent first, comma-separated (e.g. memory_access,fusion)."
+)
 @click.option("--K", "K", type=int, help="Prefix length that attends (default from settings: 3).")
 @click.option("--lam", type=float, help="Attention decay with prefix distance.")
 @click.option("--alpha", type=float, help="Shrinkage toward the back-off.")
@@ -136,15 +164,21 @@ def score(prefix: str, as_json: bool, **overrides: float | None) -> None:
     if as_json:
         print_json({"prefix": path, "params": params.model_dump(), "scores": [s.model_dump() for s in scores]})
         return
-    print_table(f"Scores after prefix {' <- '.join(path) or '(empty)'}  "
-                f"(K={params.K} lam={params.lam} alpha={params.alpha} beta={params.beta} tau={params.tau})",
-                ["global", "B(g)", "transition", "S(g)", "P(g)"],
-                [(s.global_id, s.base, s.transition, s.score, s.probability) for s in scores])
+    print_table(
+        f"Scores after prefix {' <- '.join(path) or '(empty)'}  "
+        f"(K={params.K} lam={params.lam} alpha={params.alpha} beta={params.beta} tau={params.tau})",
+        ["global", "B(g)", "transition", "S(g)", "P(g)"],
+        [(s.global_id, s.base, s.transition, s.score, s.probability) for s in scores],
+    )
 
 
 @memory.command("export")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write to this file (default: standard output).")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write to this file (default: standard output).",
+)
 def export_cmd(output: Path | None) -> None:
     """Write the whole memory (HTG and run records) as JSON."""
     with open_store(settings()) as store:
@@ -170,8 +204,9 @@ def import_cmd(path: Path) -> None:
         raise UserError(f"{path}: field {where}: {err['msg']} (is it an `htam memory export` file?)") from None
     with open_store(settings()) as store:
         store.import_snapshot(snap)
-        console.print(f"imported {path} into {store.describe()}: " +
-                      " ".join(f"{k}={v}" for k, v in store.counts().items()))
+        console.print(
+            f"imported {path} into {store.describe()}: " + " ".join(f"{k}={v}" for k, v in store.counts().items())
+        )
 
 
 @memory.command()

@@ -6,7 +6,7 @@ Both stores (Neo4j and the embedded SQLite file) read and write exactly these sh
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
@@ -21,7 +21,7 @@ LOCAL_ID_PATTERN = r"^[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*$"
 
 
 def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 class Stats(BaseModel):
@@ -221,8 +221,11 @@ class MemorySnapshot(BaseModel):
             if r.task_id not in tasks:
                 raise ValueError(f"runs[{i}] {r.id!r}: unknown task {r.task_id!r}")
         for i, st in enumerate(self.steps):
-            missing = [x for x, known in ((st.run_id, runs), (st.global_id, globals_), (st.local_id, locals_))
-                       if x not in known]
+            missing = [
+                x
+                for x, known in ((st.run_id, runs), (st.global_id, globals_), (st.local_id, locals_))
+                if x not in known
+            ]
             if missing:
                 raise ValueError(f"steps[{i}] {st.id!r}: unknown reference {missing[0]!r}")
         return self

@@ -81,9 +81,7 @@ def _run_row(run: RunRecord) -> dict:
 
 
 def _run(p: dict) -> RunRecord:
-    return RunRecord.model_validate(
-        {**p, "config": json.loads(p["config"]), "started_at": _native(p["started_at"])}
-    )
+    return RunRecord.model_validate({**p, "config": json.loads(p["config"]), "started_at": _native(p["started_at"])})
 
 
 def _step_row(s: StepUpdate) -> dict:
@@ -93,9 +91,7 @@ def _step_row(s: StepUpdate) -> dict:
 
 
 def _step(p: dict) -> StepUpdate:
-    return StepUpdate.model_validate(
-        {**p, "scores": json.loads(p["scores"]), "created_at": _native(p["created_at"])}
-    )
+    return StepUpdate.model_validate({**p, "scores": json.loads(p["scores"]), "created_at": _native(p["created_at"])})
 
 
 class Neo4jStore(MemoryStore):
@@ -141,9 +137,7 @@ class Neo4jStore(MemoryStore):
         )
         with self.driver.session(database=self.database) as session:
             session.execute_write(_write_snapshot, snap, False)
-        return SeedReport(
-            globals=len(bank.globals), locals=len(bank.locals), transitions=len(bank.transitions)
-        )
+        return SeedReport(globals=len(bank.globals), locals=len(bank.locals), transitions=len(bank.transitions))
 
     def get_globals(self) -> list[GlobalNode]:
         return [GlobalNode.model_validate(r["p"]) for r in self._read("read_globals")]

@@ -72,10 +72,7 @@ class SeedBank(BaseModel, extra="forbid"):
         return [GlobalNode(**g.model_dump()) for g in self.globals]
 
     def local_nodes(self) -> list[LocalNode]:
-        return [
-            LocalNode(global_id=loc.global_, **loc.model_dump(exclude={"global_"}))
-            for loc in self.locals
-        ]
+        return [LocalNode(global_id=loc.global_, **loc.model_dump(exclude={"global_"})) for loc in self.locals]
 
     def transition_priors(self) -> list[Transition]:
         return [

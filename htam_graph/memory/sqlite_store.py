@@ -135,9 +135,7 @@ class SQLiteStore(MemoryStore):
             for t in bank.transition_priors():
                 old = self._get_transition(t.source, t.target)
                 self._put_transition(old.model_copy(update=t.model_dump(include=STATIC_EDGE)) if old else t)
-        return SeedReport(
-            globals=len(bank.globals), locals=len(bank.locals), transitions=len(bank.transitions)
-        )
+        return SeedReport(globals=len(bank.globals), locals=len(bank.locals), transitions=len(bank.transitions))
 
     # --- reads -----------------------------------------------------------------------
 
@@ -152,9 +150,7 @@ class SQLiteStore(MemoryStore):
         )
 
     def _get_transition(self, source: str, target: str) -> Transition | None:
-        return self._one(
-            Transition, "SELECT data FROM transitions WHERE source = ? AND target = ?", (source, target)
-        )
+        return self._one(Transition, "SELECT data FROM transitions WHERE source = ? AND target = ?", (source, target))
 
     def get_transitions(self) -> list[Transition]:
         return self._all(Transition, "SELECT data FROM transitions ORDER BY source, target")
@@ -241,4 +237,3 @@ class SQLiteStore(MemoryStore):
         with self._tx() as db:
             for t in TABLES:
                 db.execute(f"DELETE FROM {t}")
-

@@ -80,9 +80,7 @@ class StepEffects(BaseModel):
         )
 
 
-def check_step_refs(
-    step: StepUpdate, global_ids: set[str], local_parent: str | None, run_exists: bool
-) -> None:
+def check_step_refs(step: StepUpdate, global_ids: set[str], local_parent: str | None, run_exists: bool) -> None:
     """Reject a step that names unknown globals, locals or runs before anything is written."""
     for g in [step.global_id, *step.prefix]:
         if g not in global_ids:
@@ -90,9 +88,7 @@ def check_step_refs(
     if local_parent is None:
         raise UserError(f"step {step.id}: unknown local {step.local_id!r}; seed the memory or fix the id")
     if local_parent != step.global_id:
-        raise UserError(
-            f"step {step.id}: local {step.local_id!r} belongs to {local_parent!r}, not {step.global_id!r}"
-        )
+        raise UserError(f"step {step.id}: local {step.local_id!r} belongs to {local_parent!r}, not {step.global_id!r}")
     if not run_exists:
         raise UserError(f"step {step.id}: unknown run {step.run_id!r}; start the run first")
 
@@ -178,6 +174,5 @@ class MemoryStore(ABC):
     def require_empty(self) -> None:
         if any(self.counts().values()):
             raise UserError(
-                f"memory at {self.describe()} is not empty; run `htam memory reset` first "
-                "or import into another store"
+                f"memory at {self.describe()} is not empty; run `htam memory reset` first or import into another store"
             )

@@ -34,9 +34,7 @@ def check_prefix(prefix: list[str], known: Iterable[str]) -> None:
     known = set(known)
     for p in prefix:
         if p not in known:
-            raise UserError(
-                f"unknown global {p!r} in prefix; known globals: {', '.join(sorted(known))}"
-            )
+            raise UserError(f"unknown global {p!r} in prefix; known globals: {', '.join(sorted(known))}")
 
 
 def score_globals(

@@ -136,8 +136,14 @@ def _run_nvcc(
             _atomic_write(cubin_path, out.read_bytes())
         errors = "" if ok else condense_errors(log, source)
     result = BuildResult(
-        ok=ok, key=key, arch=arch, cached=False, seconds=0.0,
-        cubin_path=str(cubin_path) if cubin_path else None, errors=errors, log=log,
+        ok=ok,
+        key=key,
+        arch=arch,
+        cached=False,
+        seconds=0.0,
+        cubin_path=str(cubin_path) if cubin_path else None,
+        errors=errors,
+        log=log,
     )
     _atomic_write(folder / f"{key}.json", result.model_dump_json().encode("utf-8"))
     return result
@@ -215,4 +221,3 @@ def _cap(lines: list[str]) -> str:
     if len(text) > MAX_CHARS:
         text = text[: MAX_CHARS - 4].rstrip() + "\n..."
     return text
-

@@ -36,7 +36,10 @@ def _float_bits(value: float, dtype: torch.dtype) -> int:
 # NaNs with a payload no arithmetic produces (CUDA's canonical NaN is 0x7fffffff), so a
 # surviving marker is told apart from a NaN the kernel computed.
 _NAN_MARKER = {
-    torch.float32: 0x7FD5A5A5, torch.float16: 0x7E5A, torch.bfloat16: 0x7FDA, torch.float64: 0x7FF8A5A5A5A5A5A5,
+    torch.float32: 0x7FD5A5A5,
+    torch.float16: 0x7E5A,
+    torch.bfloat16: 0x7FDA,
+    torch.float64: 0x7FF8A5A5A5A5A5A5,
 }
 _GARBAGE_VALUE = {torch.float32: 1.2345e30, torch.float16: 3.0e4, torch.bfloat16: 1.2345e30, torch.float64: 1.2345e300}
 
@@ -176,16 +179,66 @@ def storage_overlaps(out: torch.Tensor, inputs: Iterable[Any]) -> bool:
 # Allocation, views and metadata: what a native forward legitimately does around its
 # launches. Fills are allowed for zero-initialised accumulators; a constant output is
 # caught separately (CONSTANT_OUTPUT).
-ALLOWED_OPS = frozenset({
-    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
-    "zeros", "zeros_like", "new_zeros", "zero_", "ones", "ones_like", "new_ones",
-    "full", "full_like", "new_full", "fill_", "resize_", "lift_fresh",
-    "view", "reshape", "_unsafe_view", "_reshape_alias", "as_strided", "view_as", "flatten", "unflatten",
-    "contiguous", "clone", "copy_", "t", "transpose", "permute", "expand", "expand_as",
-    "squeeze", "unsqueeze", "detach", "alias", "slice", "select", "narrow", "split", "split_with_sizes",
-    "chunk", "unbind", "size", "stride", "numel", "dim", "sym_size", "sym_stride", "sym_numel",
-    "sym_storage_offset", "is_contiguous", "_local_scalar_dense", "record_stream",
-})
+ALLOWED_OPS = frozenset(
+    {
+        "empty",
+        "empty_like",
+        "empty_strided",
+        "new_empty",
+        "new_empty_strided",
+        "zeros",
+        "zeros_like",
+        "new_zeros",
+        "zero_",
+        "ones",
+        "ones_like",
+        "new_ones",
+        "full",
+        "full_like",
+        "new_full",
+        "fill_",
+        "resize_",
+        "lift_fresh",
+        "view",
+        "reshape",
+        "_unsafe_view",
+        "_reshape_alias",
+        "as_strided",
+        "view_as",
+        "flatten",
+        "unflatten",
+        "contiguous",
+        "clone",
+        "copy_",
+        "t",
+        "transpose",
+        "permute",
+        "expand",
+        "expand_as",
+        "squeeze",
+        "unsqueeze",
+        "detach",
+        "alias",
+        "slice",
+        "select",
+        "narrow",
+        "split",
+        "split_with_sizes",
+        "chunk",
+        "unbind",
+        "size",
+        "stride",
+        "numel",
+        "dim",
+        "sym_size",
+        "sym_stride",
+        "sym_numel",
+        "sym_storage_offset",
+        "is_contiguous",
+        "_local_scalar_dense",
+        "record_stream",
+    }
+)
 
 
 # -- work off the current stream ------------------------------------------------------
@@ -251,6 +304,7 @@ class OpRecorder(TorchDispatchMode):
 
 
 # --- the judge's own functions, which a candidate must not replace ------------------------
+
 
 def _watched(judge_modules: Iterable[ModuleType]) -> dict[str, tuple[Any, str]]:
     watched: dict[str, tuple[Any, str]] = {

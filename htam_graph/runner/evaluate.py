@@ -119,9 +119,14 @@ class Evaluator:
             return worker.run(job, self.config.job_timeout(job.fmt)).result
         except WorkerGone as gone:
             return EvalResult(
-                task_id=job.task.id, task_sha256=job.task.sha256, candidate_sha256=job.candidate_sha256,
-                candidate_format=job.fmt, verdict=Verdict.TIMEOUT if gone.timed_out else Verdict.RUNTIME_ERROR,
-                errors=gone.detail, device=info.device, versions=info.versions,
+                task_id=job.task.id,
+                task_sha256=job.task.sha256,
+                candidate_sha256=job.candidate_sha256,
+                candidate_format=job.fmt,
+                verdict=Verdict.TIMEOUT if gone.timed_out else Verdict.RUNTIME_ERROR,
+                errors=gone.detail,
+                device=info.device,
+                versions=info.versions,
             )
 
 
@@ -129,9 +134,12 @@ def make_job(task: TaskLike, candidate: CandidateLike, config: EvalConfig) -> Jo
     task = task if isinstance(task, Task) else resolve_task(task)
     source, path = _read_candidate(candidate)
     return Job(
-        task=task, candidate_source=source, candidate_path=path,
+        task=task,
+        candidate_source=source,
+        candidate_path=path,
         candidate_sha256=hashlib.sha256(source.encode("utf-8")).hexdigest(),
-        fmt=detect_format(source), config=config,
+        fmt=detect_format(source),
+        config=config,
     )
 
 
@@ -144,14 +152,21 @@ def precheck(task: TaskLike, candidate: CandidateLike, arch: str | None = None) 
 
     job = make_job(task, candidate, EvalConfig())
     result = EvalResult(
-        task_id=job.task.id, task_sha256=job.task.sha256, candidate_sha256=job.candidate_sha256,
-        candidate_format=job.fmt, verdict=Verdict.CHECKED,
+        task_id=job.task.id,
+        task_sha256=job.task.sha256,
+        candidate_sha256=job.candidate_sha256,
+        candidate_format=job.fmt,
+        verdict=Verdict.CHECKED,
     )
     dtype = str(task_dtype(job.task.load_module())).removeprefix("torch.")
     if found := static_check(job.candidate_source, dtype, job.fmt):
-        return result.model_copy(update={
-            "verdict": Verdict.REJECTED, "cheats": found, "errors": "; ".join(f.detail for f in found),
-        })
+        return result.model_copy(
+            update={
+                "verdict": Verdict.REJECTED,
+                "cheats": found,
+                "errors": "; ".join(f.detail for f in found),
+            }
+        )
     if job.fmt != "native":
         return result  # load_inline builds only when the candidate loads, on the GPU machine
     builds = [build_cubin(src, arch or device_arch()) for src in static_cuda_sources(job.candidate_source)]
@@ -205,7 +220,7 @@ class _Progress:
 
 def to_feedback(result: EvalResult) -> dict[str, Any]:
     """A compact, LLM-ready summary of one evaluation (absent values left out)."""
-    ms = lambda t: round(t.median_ms, 4) if t else None  # noqa: E731
+    ms = lambda t: round(t.median_ms, 4) if t else None
     feedback: dict[str, Any] = {
         "verdict": result.verdict.value,
         "errors": result.errors or None,
@@ -216,7 +231,8 @@ def to_feedback(result: EvalResult) -> dict[str, Any]:
         # Only when the CPU side of forward costs more than its GPU work: then that is what to cut.
         "candidate_host_ms": (
             round(result.candidate.host_median_ms, 4)
-            if result.candidate and (result.candidate.host_median_ms or 0.0) > result.candidate.median_ms else None
+            if result.candidate and (result.candidate.host_median_ms or 0.0) > result.candidate.median_ms
+            else None
         ),
         "eager_ms": ms(result.reference_eager),
         "compile_ms": ms(result.reference_compile),
@@ -232,13 +248,16 @@ def results_table(results: Sequence[EvalResult]) -> Any:
     from rich.table import Table
 
     table = Table("task", "verdict", "max abs err", "cand ms", "eager ms", "compile ms", "x eager", "x compile")
-    fmt = lambda v, spec: "" if v is None else format(v, spec)  # noqa: E731
+    fmt = lambda v, spec: "" if v is None else format(v, spec)
     for r in results:
         table.add_row(
-            r.task_id, r.verdict.value, fmt(r.max_abs_error, ".2e"),
+            r.task_id,
+            r.verdict.value,
+            fmt(r.max_abs_error, ".2e"),
             fmt(r.candidate and r.candidate.median_ms, ".4f"),
             fmt(r.reference_eager and r.reference_eager.median_ms, ".4f"),
             fmt(r.reference_compile and r.reference_compile.median_ms, ".4f"),
-            fmt(r.speedup_eager, ".2f"), fmt(r.speedup_compile, ".2f"),
+            fmt(r.speedup_eager, ".2f"),
+            fmt(r.speedup_compile, ".2f"),
         )
     return table

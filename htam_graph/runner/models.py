@@ -2,25 +2,16 @@
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 from pydantic import BaseModel, Field
 
+from htam_graph.vocab import Verdict
 
-class Verdict(str, Enum):
-    """Outcome of evaluating one candidate, in the order the pipeline can fail."""
-
-    OK = "ok"  # compiled, correct, timed
-    REJECTED = "rejected"  # a cheat check fired (static or dynamic); see `cheats`
-    COMPILE_ERROR = "compile_error"  # nvcc (or load_inline) failed; see `errors`
-    LOAD_ERROR = "load_error"  # the candidate file did not import or ModelNew() raised
-    RUNTIME_ERROR = "runtime_error"  # forward raised, or a CUDA error (worker restarted)
-    INCORRECT = "incorrect"  # wrong shape/dtype, NaN, or outside tolerance
-    TIMEOUT = "timeout"  # the candidate exceeded its time budget (worker killed)
-    CHECKED = "checked"  # `precheck` only: static checks passed and the CUDA compiled; not run
+__all__ = ["BuildResult", "CheatFinding", "CheatKind", "EvalResult", "Timing", "Verdict"]
 
 
-class CheatKind(str, Enum):
+class CheatKind(StrEnum):
     """Every way a candidate can game the judge that the runner catches (KERNELBENCH.md)."""
 
     TORCH_COMPUTE_OP = "torch_compute_op"  # PyTorch compute (matmul, F.*, nn layers) instead of own kernels

@@ -40,6 +40,7 @@ class LaunchError(ValueError):
 
 # --- signatures -----------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Param:
     name: str
@@ -56,13 +57,28 @@ class KernelSignature:
 
 _SCALARS: dict[str, tuple[str, int]] = {
     "bool": ("bool", 1),
-    "char": ("int", 1), "signed char": ("int", 1), "int8_t": ("int", 1),
-    "unsigned char": ("uint", 1), "uint8_t": ("uint", 1),
-    "short": ("int", 2), "int16_t": ("int", 2), "unsigned short": ("uint", 2), "uint16_t": ("uint", 2),
-    "int": ("int", 4), "signed": ("int", 4), "int32_t": ("int", 4),
-    "unsigned": ("uint", 4), "uint32_t": ("uint", 4),
-    "long": ("int", 8), "long long": ("int", 8), "int64_t": ("int", 8), "ptrdiff_t": ("int", 8),
-    "unsigned long": ("uint", 8), "unsigned long long": ("uint", 8), "uint64_t": ("uint", 8), "size_t": ("uint", 8),
+    "char": ("int", 1),
+    "signed char": ("int", 1),
+    "int8_t": ("int", 1),
+    "unsigned char": ("uint", 1),
+    "uint8_t": ("uint", 1),
+    "short": ("int", 2),
+    "int16_t": ("int", 2),
+    "unsigned short": ("uint", 2),
+    "uint16_t": ("uint", 2),
+    "int": ("int", 4),
+    "signed": ("int", 4),
+    "int32_t": ("int", 4),
+    "unsigned": ("uint", 4),
+    "uint32_t": ("uint", 4),
+    "long": ("int", 8),
+    "long long": ("int", 8),
+    "int64_t": ("int", 8),
+    "ptrdiff_t": ("int", 8),
+    "unsigned long": ("uint", 8),
+    "unsigned long long": ("uint", 8),
+    "uint64_t": ("uint", 8),
+    "size_t": ("uint", 8),
     "float": ("float", 4),
     "double": ("float", 8),
 }
@@ -112,9 +128,16 @@ def _parse_param(kernel: str, index: int, text: str) -> Param:
 # --- argument marshalling ---------------------------------------------------------------
 
 _CTYPES = {
-    ("int", 1): ctypes.c_int8, ("int", 2): ctypes.c_int16, ("int", 4): ctypes.c_int32, ("int", 8): ctypes.c_int64,
-    ("uint", 1): ctypes.c_uint8, ("uint", 2): ctypes.c_uint16, ("uint", 4): ctypes.c_uint32,
-    ("uint", 8): ctypes.c_uint64, ("float", 4): ctypes.c_float, ("float", 8): ctypes.c_double,
+    ("int", 1): ctypes.c_int8,
+    ("int", 2): ctypes.c_int16,
+    ("int", 4): ctypes.c_int32,
+    ("int", 8): ctypes.c_int64,
+    ("uint", 1): ctypes.c_uint8,
+    ("uint", 2): ctypes.c_uint16,
+    ("uint", 4): ctypes.c_uint32,
+    ("uint", 8): ctypes.c_uint64,
+    ("float", 4): ctypes.c_float,
+    ("float", 8): ctypes.c_double,
     ("bool", 1): ctypes.c_bool,
 }
 
@@ -185,6 +208,7 @@ def _dims(what: str, kernel: str, dims: Any) -> tuple[int, int, int]:
 
 # --- driver -----------------------------------------------------------------------------
 
+
 def _check(result: tuple[Any, ...], what: str) -> Any:
     """Raise on a failed driver call; return its value (None, one value, or a tuple)."""
     from cuda.bindings import driver
@@ -193,7 +217,7 @@ def _check(result: tuple[Any, ...], what: str) -> Any:
     if err != driver.CUresult.CUDA_SUCCESS:
         _, name = driver.cuGetErrorName(err)
         _, text = driver.cuGetErrorString(err)
-        decode = lambda b: b.decode() if isinstance(b, bytes) else str(b)  # noqa: E731
+        decode = lambda b: b.decode() if isinstance(b, bytes) else str(b)
         raise CudaDriverError(f"{what} failed: {decode(name)} ({decode(text)})")
     if not values:
         return None
@@ -271,9 +295,7 @@ class CudaModule:
         _check(driver.cuFuncSetAttribute(func, attr, shared_mem), f"{name}: setting {shared_mem} B of shared memory")
         self._shared_limit[name] = shared_mem
 
-    def launch(
-        self, name: str, grid: Any, block: Any, args: tuple[Any, ...] | list[Any], shared_mem: int = 0
-    ) -> None:
+    def launch(self, name: str, grid: Any, block: Any, args: tuple[Any, ...] | list[Any], shared_mem: int = 0) -> None:
         """Launch kernel `name` on torch's current stream (asynchronous, like any CUDA launch)."""
         import torch
         from cuda.bindings import driver

@@ -87,23 +87,191 @@ _TORCH_COMPUTE_NAMESPACES = {"functional", "linalg", "fft", "special", "ops", "n
 # Tensor methods (and torch / ATen functions of the same name) that compute. Shared by the
 # Python rules and the C++ tensor-method rule; a trailing underscore (in-place) is stripped.
 COMPUTE_NAMES = frozenset(
-    """
-    abs absolute acos acosh add addbmm addcdiv addcmul addmm addmv addr all amax amin any
-    argmax argmin argsort asin asinh atan atan2 atanh baddbmm bmm cat ceil cholesky clamp
-    clamp_max clamp_min clip conv1d conv2d conv3d conv_transpose1d conv_transpose2d
-    conv_transpose3d cos cosh cross cummax cummin cumprod cumsum diag diff digamma dist div
-    divide dot einsum elu eq erf erfc erfinv exp exp2 expm1 flip floor floor_divide fmax fmin
-    fmod frac gather ge gelu gt hardsigmoid hardswish hardtanh hypot index_add index_copy
-    index_fill index_put index_select inner inverse isnan kron kthvalue layer_norm le leaky_relu
-    lerp lgamma linear log log10 log1p log2 log_softmax logaddexp logcumsumexp logical_and
-    logical_not logical_or logit logsumexp lt masked_fill masked_scatter masked_select matmul
-    max max_pool1d max_pool2d max_pool3d maximum mean median min minimum mish mm mode mul
-    multiply mv nan_to_num nanmean nansum ne neg negative norm outer pow prod reciprocal relu
-    relu6 remainder renorm repeat repeat_interleave roll round rsqrt scatter scatter_add
-    scatter_reduce selu sigmoid sign silu sin sinh softmax softplus sort sqrt square stack std
-    sub subtract sum tan tanh tensordot tile topk trace tril triu true_divide trunc var where
-    xlogy avg_pool1d avg_pool2d avg_pool3d batch_norm group_norm instance_norm dropout
-    """.split()
+    [
+        "abs",
+        "absolute",
+        "acos",
+        "acosh",
+        "add",
+        "addbmm",
+        "addcdiv",
+        "addcmul",
+        "addmm",
+        "addmv",
+        "addr",
+        "all",
+        "amax",
+        "amin",
+        "any",
+        "argmax",
+        "argmin",
+        "argsort",
+        "asin",
+        "asinh",
+        "atan",
+        "atan2",
+        "atanh",
+        "baddbmm",
+        "bmm",
+        "cat",
+        "ceil",
+        "cholesky",
+        "clamp",
+        "clamp_max",
+        "clamp_min",
+        "clip",
+        "conv1d",
+        "conv2d",
+        "conv3d",
+        "conv_transpose1d",
+        "conv_transpose2d",
+        "conv_transpose3d",
+        "cos",
+        "cosh",
+        "cross",
+        "cummax",
+        "cummin",
+        "cumprod",
+        "cumsum",
+        "diag",
+        "diff",
+        "digamma",
+        "dist",
+        "div",
+        "divide",
+        "dot",
+        "einsum",
+        "elu",
+        "eq",
+        "erf",
+        "erfc",
+        "erfinv",
+        "exp",
+        "exp2",
+        "expm1",
+        "flip",
+        "floor",
+        "floor_divide",
+        "fmax",
+        "fmin",
+        "fmod",
+        "frac",
+        "gather",
+        "ge",
+        "gelu",
+        "gt",
+        "hardsigmoid",
+        "hardswish",
+        "hardtanh",
+        "hypot",
+        "index_add",
+        "index_copy",
+        "index_fill",
+        "index_put",
+        "index_select",
+        "inner",
+        "inverse",
+        "isnan",
+        "kron",
+        "kthvalue",
+        "layer_norm",
+        "le",
+        "leaky_relu",
+        "lerp",
+        "lgamma",
+        "linear",
+        "log",
+        "log10",
+        "log1p",
+        "log2",
+        "log_softmax",
+        "logaddexp",
+        "logcumsumexp",
+        "logical_and",
+        "logical_not",
+        "logical_or",
+        "logit",
+        "logsumexp",
+        "lt",
+        "masked_fill",
+        "masked_scatter",
+        "masked_select",
+        "matmul",
+        "max",
+        "max_pool1d",
+        "max_pool2d",
+        "max_pool3d",
+        "maximum",
+        "mean",
+        "median",
+        "min",
+        "minimum",
+        "mish",
+        "mm",
+        "mode",
+        "mul",
+        "multiply",
+        "mv",
+        "nan_to_num",
+        "nanmean",
+        "nansum",
+        "ne",
+        "neg",
+        "negative",
+        "norm",
+        "outer",
+        "pow",
+        "prod",
+        "reciprocal",
+        "relu",
+        "relu6",
+        "remainder",
+        "renorm",
+        "repeat",
+        "repeat_interleave",
+        "roll",
+        "round",
+        "rsqrt",
+        "scatter",
+        "scatter_add",
+        "scatter_reduce",
+        "selu",
+        "sigmoid",
+        "sign",
+        "silu",
+        "sin",
+        "sinh",
+        "softmax",
+        "softplus",
+        "sort",
+        "sqrt",
+        "square",
+        "stack",
+        "std",
+        "sub",
+        "subtract",
+        "sum",
+        "tan",
+        "tanh",
+        "tensordot",
+        "tile",
+        "topk",
+        "trace",
+        "tril",
+        "triu",
+        "true_divide",
+        "trunc",
+        "var",
+        "where",
+        "xlogy",
+        "avg_pool1d",
+        "avg_pool2d",
+        "avg_pool3d",
+        "batch_norm",
+        "group_norm",
+        "instance_norm",
+        "dropout",
+    ]
 )
 # Compute names that ordinary Python objects also have (set.add, list.sort): flagged only
 # on a known tensor.
@@ -326,7 +494,7 @@ class _PythonChecker(ast.NodeVisitor):
         root = module.split(".")[0]
         if root in _CONCURRENCY_MODULES:
             self.flag(CheatKind.SIDE_STREAM, f"imports {module} (work off the timed stream)", node)
-        elif module.startswith("htam_graph.tasks") or module.startswith("."):
+        elif module.startswith(("htam_graph.tasks", ".")):
             self.flag(CheatKind.REFERENCE_FALLBACK, f"imports the task/reference module {module}", node)
         else:
             self.flag(CheatKind.FORBIDDEN_IMPORT, f"imports {module}", node)
@@ -679,9 +847,7 @@ _C_MARKERS = re.compile(r"__global__|__device__|#\s*(?:include|define)|::|\basm\
 def _embedded_sources(tree: ast.Module) -> Iterator[tuple[str, int]]:
     """String constants that hold C/C++/CUDA; docstrings and bare string statements excluded."""
     bare = {
-        id(node.value)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+        id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
     }
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in bare:
@@ -690,9 +856,7 @@ def _embedded_sources(tree: ast.Module) -> Iterator[tuple[str, int]]:
 
 
 # ================================================================ C / C++ / CUDA
-_C_TOKENS = re.compile(
-    r"//[^\n]*|/\*.*?\*/|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'", re.DOTALL
-)
+_C_TOKENS = re.compile(r"//[^\n]*|/\*.*?\*/|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'", re.DOTALL)
 
 
 def strip_c_comments(text: str, blank_strings: bool = False) -> str:

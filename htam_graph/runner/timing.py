@@ -116,9 +116,14 @@ def time_gpu(
     times = [start.elapsed_time(end) for start, end, _ in events]
     synced_times = [start.elapsed_time(synced) for start, _, synced in events]
     return Timing(
-        median_ms=statistics.median(times), mean_ms=statistics.fmean(times),
-        min_ms=min(times), max_ms=max(times), trials=len(times), input_sets=len(calls),
-        synced_median_ms=statistics.median(synced_times), host_median_ms=statistics.median(host),
+        median_ms=statistics.median(times),
+        mean_ms=statistics.fmean(times),
+        min_ms=min(times),
+        max_ms=max(times),
+        trials=len(times),
+        input_sets=len(calls),
+        synced_median_ms=statistics.median(synced_times),
+        host_median_ms=statistics.median(host),
     )
 
 

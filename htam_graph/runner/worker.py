@@ -76,8 +76,11 @@ class WorkerState:
         self.device = torch.device("cuda", device_index)
         self.flusher = L2Flusher()
         self.info = WorkerInfo(
-            pid=os.getpid(), device_index=device_index, device=torch.cuda.get_device_name(device_index),
-            arch=device_arch(), versions=_versions(),
+            pid=os.getpid(),
+            device_index=device_index,
+            device=torch.cuda.get_device_name(device_index),
+            arch=device_arch(),
+            versions=_versions(),
         )
 
     @functools.cached_property
@@ -109,8 +112,12 @@ def _versions() -> dict[str, str]:
 def run_job(job: Job, state: WorkerState) -> WorkerReply:
     started = time.perf_counter()
     result = EvalResult(
-        task_id=job.task.id, task_sha256=job.task.sha256, candidate_sha256=job.candidate_sha256,
-        candidate_format=job.fmt, verdict=Verdict.RUNTIME_ERROR, device=state.info.device,
+        task_id=job.task.id,
+        task_sha256=job.task.sha256,
+        candidate_sha256=job.candidate_sha256,
+        candidate_format=job.fmt,
+        verdict=Verdict.RUNTIME_ERROR,
+        device=state.info.device,
         versions=state.info.versions,
     )
     restart = False
@@ -293,7 +300,8 @@ class _Judge:
             torch.cuda.synchronize()
         except Exception as exc:
             raise Stop(
-                Verdict.RUNTIME_ERROR, f"{what}: {condense_exception(exc, self.filename)}",
+                Verdict.RUNTIME_ERROR,
+                f"{what}: {condense_exception(exc, self.filename)}",
                 restart=_is_cuda_error(exc) or not _device_healthy(),
             ) from exc
         return out
@@ -437,7 +445,8 @@ class _Judge:
         fresh = self._inputs(self.config.seed + 3000)
         checks.poison_memory(specs, checks.NAN_POISON, self.config.poison_blocks, self.state.device)
         copies, outs = self._call(
-            lambda: checks.held_stream_snapshot(lambda: new(*fresh), spin_cycles_per_ms()), [],
+            lambda: checks.held_stream_snapshot(lambda: new(*fresh), spin_cycles_per_ms()),
+            [],
             "ModelNew.forward raised",
         )
         if copies is None:  # forward waited for the device itself: the test says nothing

@@ -18,7 +18,11 @@ def eval_no_run(candidate: Path, tmp_path: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "HTAM_CACHE_DIR": str(tmp_path / "cache")}
     return subprocess.run(
         [sys.executable, "-m", "htam_graph", "eval", "level1/19_ReLU", str(candidate), "--no-run", "--json"],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env=env,
     )
 
 

@@ -16,8 +16,15 @@ from tests.conftest import NEO4J_PASSWORD, NEO4J_URI
 def htam(*args: str, cwd: Path, env: dict | None = None, stdin: str | None = None) -> subprocess.CompletedProcess:
     base = {k: v for k, v in os.environ.items() if not k.startswith("HTAM_")}
     base["COLUMNS"] = "200"
-    return subprocess.run([sys.executable, "-m", "htam_graph", *args], cwd=cwd, env={**base, **(env or {})},
-                          input=stdin, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "htam_graph", *args],
+        cwd=cwd,
+        env={**base, **(env or {})},
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @pytest.fixture
@@ -57,9 +64,11 @@ def test_unknown_prefix_global_is_a_one_line_error(tmp_path, local):
 
 def test_malformed_seed_file_names_the_field_and_writes_nothing(tmp_path, local):
     bank = tmp_path / "bank.yaml"
-    bank.write_text("version: 1\nname: x\nglobals:\n  - id: fusion\n    name: Fusion\n    intent: i\n"
-                    "    goals: []\n    triggers: []\n    risks: []\nlocals:\n  - id: fusion.a\n"
-                    "    global: fusion\n    name: A\n    checks: []\n    pitfalls: []\n")
+    bank.write_text(
+        "version: 1\nname: x\nglobals:\n  - id: fusion\n    name: Fusion\n    intent: i\n"
+        "    goals: []\n    triggers: []\n    risks: []\nlocals:\n  - id: fusion.a\n"
+        "    global: fusion\n    name: A\n    checks: []\n    pitfalls: []\n"
+    )
     r = htam("memory", "seed", "--bank", str(bank), cwd=tmp_path, env=local)
     assert r.returncode == 2
     assert "locals[0].pattern" in r.stderr and r.stderr.strip().count("\n") == 0

@@ -32,9 +32,17 @@ def _hammer(kind: str, path: str, worker: int) -> int:
             # Each worker also replays its neighbour's step ids: those must not count twice.
             for owner in (worker, (worker + 1) % WORKERS):
                 step = StepUpdate(
-                    id=f"w{owner}:{i}", run_id="run-c", task_id="t", index=owner * STEPS + i,
-                    prefix=PREFIX, global_id=CHOSEN, local_id=local, verdict="ok",
-                    compiled=True, correct=True, reward=0.5,
+                    id=f"w{owner}:{i}",
+                    run_id="run-c",
+                    task_id="t",
+                    index=owner * STEPS + i,
+                    prefix=PREFIX,
+                    global_id=CHOSEN,
+                    local_id=local,
+                    verdict="ok",
+                    compiled=True,
+                    correct=True,
+                    reward=0.5,
                 )
                 applied += store.record_step(step)
     return applied

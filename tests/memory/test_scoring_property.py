@@ -12,7 +12,7 @@ from htam_graph.memory.models import MAX_DISTANCE, GlobalNode, MemorySnapshot, T
 from htam_graph.policy.scoring import score_globals
 
 IDS = [f"g{i}" for i in range(9)]
-finite = dict(allow_nan=False, allow_infinity=False)
+finite = {"allow_nan": False, "allow_infinity": False}
 
 
 @st.composite
@@ -21,21 +21,37 @@ def graphs(draw):
     globals_ = []
     for gid in ids:
         attempts = draw(st.integers(0, 60))
-        globals_.append(GlobalNode(
-            id=gid, name=gid.upper(), intent="random", prior=draw(st.floats(-1, 1, **finite)),
-            attempts=attempts, reward_sum=draw(st.floats(-attempts, attempts, **finite)),
-        ))
+        globals_.append(
+            GlobalNode(
+                id=gid,
+                name=gid.upper(),
+                intent="random",
+                prior=draw(st.floats(-1, 1, **finite)),
+                attempts=attempts,
+                reward_sum=draw(st.floats(-attempts, attempts, **finite)),
+            )
+        )
     pairs = draw(st.sets(st.tuples(st.sampled_from(ids), st.sampled_from(ids)), max_size=len(ids) ** 2))
     edges = []
     for source, target in sorted(pairs):
         n_by_k = draw(st.lists(st.integers(0, 25), min_size=MAX_DISTANCE, max_size=MAX_DISTANCE))
         reward_by_k = [draw(st.floats(-n, n, **finite)) for n in n_by_k]
-        edges.append(Transition(source=source, target=target, n=sum(n_by_k), reward_sum=sum(reward_by_k),
-                                n_by_k=n_by_k, reward_by_k=reward_by_k))
+        edges.append(
+            Transition(
+                source=source,
+                target=target,
+                n=sum(n_by_k),
+                reward_sum=sum(reward_by_k),
+                n_by_k=n_by_k,
+                reward_by_k=reward_by_k,
+            )
+        )
     prefix = draw(st.lists(st.sampled_from(ids), max_size=MAX_DISTANCE))
     params = ScoringParams(
-        K=draw(st.integers(1, MAX_DISTANCE)), lam=draw(st.floats(0, 3, **finite)),
-        alpha=draw(st.floats(0.05, 10, **finite)), beta=draw(st.floats(0, 2, **finite)),
+        K=draw(st.integers(1, MAX_DISTANCE)),
+        lam=draw(st.floats(0, 3, **finite)),
+        alpha=draw(st.floats(0.05, 10, **finite)),
+        beta=draw(st.floats(0, 2, **finite)),
         tau=draw(st.floats(0.05, 5, **finite)),
     )
     return MemorySnapshot(globals=globals_, transitions=edges), prefix, params

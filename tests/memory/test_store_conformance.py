@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -13,7 +13,7 @@ from htam_graph.memory.seed import load_seed_bank
 from htam_graph.policy.scoring import score_globals
 
 BANK = load_seed_bank()
-STARTED = datetime(2026, 11, 29, 12, 0, 0, 123456, tzinfo=timezone.utc)
+STARTED = datetime(2026, 11, 29, 12, 0, 0, 123456, tzinfo=UTC)
 G = [g.id for g in BANK.globals]
 LOCAL_OF = {g: next(loc.id for loc in BANK.locals if loc.global_ == g) for g in G}
 
@@ -22,9 +22,20 @@ def make_step(i: int, prefix: list[str], chosen: str, reward: float, run: str = 
     compiled = kw.pop("compiled", True)
     correct = kw.pop("correct", reward >= 0)
     return StepUpdate(
-        id=f"{run}:{i}", run_id=run, task_id="level1/1_Toy", index=i, prefix=prefix,
-        global_id=chosen, local_id=LOCAL_OF[chosen], verdict="ok" if correct else "incorrect",
-        compiled=compiled, correct=correct, reward=reward, speedup=1.5, note=f"step {i}", **kw,
+        id=f"{run}:{i}",
+        run_id=run,
+        task_id="level1/1_Toy",
+        index=i,
+        prefix=prefix,
+        global_id=chosen,
+        local_id=LOCAL_OF[chosen],
+        verdict="ok" if correct else "incorrect",
+        compiled=compiled,
+        correct=correct,
+        reward=reward,
+        speedup=1.5,
+        note=f"step {i}",
+        **kw,
     )
 
 
@@ -176,8 +187,13 @@ def test_start_run_is_idempotent(store):
 def test_backends_agree_after_the_same_steps(local_store, neo4j_store):
     """The step update is written twice (Python for SQLite, Cypher for Neo4j): same result."""
     steps = [
-        make_step(i, [G[(i * 7 + j) % len(G)] for j in range(min(i, 4))], G[(i * 5) % len(G)],
-                  [0.75, -1.0, 0.0, 0.125][i % 4], compiled=i % 4 != 1)
+        make_step(
+            i,
+            [G[(i * 7 + j) % len(G)] for j in range(min(i, 4))],
+            G[(i * 5) % len(G)],
+            [0.75, -1.0, 0.0, 0.125][i % 4],
+            compiled=i % 4 != 1,
+        )
         for i in range(12)
     ]
     for s in (local_store, neo4j_store):

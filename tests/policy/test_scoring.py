@@ -20,8 +20,14 @@ def node(gid: str, prior: float = 0.0, attempts: int = 0, reward_sum: float = 0.
 
 def edge(source: str, target: str, n_by_k: list[int], reward_by_k: list[float]) -> Transition:
     pad = 8 - len(n_by_k)
-    return Transition(source=source, target=target, n=sum(n_by_k), reward_sum=sum(reward_by_k),
-                      n_by_k=n_by_k + [0] * pad, reward_by_k=reward_by_k + [0.0] * pad)
+    return Transition(
+        source=source,
+        target=target,
+        n=sum(n_by_k),
+        reward_sum=sum(reward_by_k),
+        n_by_k=n_by_k + [0] * pad,
+        reward_by_k=reward_by_k + [0.0] * pad,
+    )
 
 
 def test_hand_computed_example():
@@ -68,8 +74,13 @@ def test_softmax_is_stable_for_large_scores():
 
 @pytest.mark.parametrize(
     "compiled, correct, before, after, reward",
-    [(False, False, 1.0, 1.0, -1.0), (True, False, 1.0, 1.0, -1.0), (True, True, 2.0, 2.0, 0.0),
-     (True, True, 1.0, 1.5, math.log2(1.5)), (True, True, 1.0, 8.0, 1.0)],
+    [
+        (False, False, 1.0, 1.0, -1.0),
+        (True, False, 1.0, 1.0, -1.0),
+        (True, True, 2.0, 2.0, 0.0),
+        (True, True, 1.0, 1.5, math.log2(1.5)),
+        (True, True, 1.0, 8.0, 1.0),
+    ],
 )
 def test_step_reward(compiled, correct, before, after, reward):
     assert step_reward(compiled, correct, before, after) == pytest.approx(reward)

@@ -6,18 +6,18 @@ test names exactly what it exercises.
 
 from __future__ import annotations
 
-HEADER = '''
+HEADER = """
 import torch
 import torch.nn as nn
 from htam_graph.runner.native import load_cuda
-'''
+"""
 
-RELU_KERNEL = r'''
+RELU_KERNEL = r"""
 extern "C" __global__ void relu_kernel(const float* __restrict__ x, float* __restrict__ y, long long n) {
     long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
     if (i < n) { BODY }
 }
-'''
+"""
 
 HONEST_BODY = "y[i] = fmaxf(x[i], 0.0f);"
 
@@ -101,13 +101,13 @@ LAZY = relu_candidate(
 """,
 )
 UNINITIALIZED = relu_candidate(
-    kernel=r'''
+    kernel=r"""
 extern "C" __global__ void relu_kernel(const float* __restrict__ x, float* __restrict__ y, const float* s,
                                        long long n) {
     long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
     if (i < n) { y[i] = fmaxf(x[i], 0.0f) + (s[i] != s[i] ? 0.0f : s[i] * 0.5f); }
 }
-''',
+""",
     forward="""
         s = torch.empty_like(x)
         y = torch.empty_like(x)
@@ -138,8 +138,10 @@ SIDE_THREAD = relu_candidate(
 
         threading.Thread(target=later).start()
         return y
-"""
+""",
 )
+
+
 def side_stream_candidate(before: str = "", after: str = "", body: str = HONEST_BODY, init: str = "") -> str:
     """The ReLU launched on a private stream `self.side`, with `before`/`after` lines around it."""
     return relu_candidate(
@@ -174,7 +176,9 @@ JOINED_STREAM = side_stream_candidate(
     before="        current = torch.cuda.current_stream()\n        self.side.wait_stream(current)\n",
     after="        current.wait_stream(self.side)\n        y.record_stream(self.side)\n",
 )
-DEVICE_SYNC = relu_candidate(forward=HONEST_FORWARD.replace("        return y", "        torch.cuda.synchronize()\n        return y"))
+DEVICE_SYNC = relu_candidate(
+    forward=HONEST_FORWARD.replace("        return y", "        torch.cuda.synchronize()\n        return y")
+)
 TF32 = relu_candidate(prelude="torch.backends.cuda.matmul.allow_tf32 = not torch.backends.cuda.matmul.allow_tf32\n")
 
 LINEAR_RELU = r'''

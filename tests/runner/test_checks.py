@@ -80,14 +80,21 @@ def test_a_replaced_judge_function_is_reported(monkeypatch):
 
 def test_feedback_is_compact():
     result = EvalResult(
-        task_id="level1/19_ReLU", task_sha256="t", candidate_sha256="c", candidate_format="native",
-        verdict=Verdict.REJECTED, errors="", max_abs_error=0.0,
+        task_id="level1/19_ReLU",
+        task_sha256="t",
+        candidate_sha256="c",
+        candidate_format="native",
+        verdict=Verdict.REJECTED,
+        errors="",
+        max_abs_error=0.0,
         cheats=[CheatFinding(kind=CheatKind.CONSTANT_OUTPUT, detail="output 0 is constant", stage="dynamic")],
         candidate=Timing(median_ms=0.5, mean_ms=0.5, min_ms=0.4, max_ms=0.6, trials=3),
     )
     assert to_feedback(result) == {
-        "verdict": "rejected", "cheats": ["constant_output: output 0 is constant"],
-        "max_abs_error": 0.0, "candidate_ms": 0.5,
+        "verdict": "rejected",
+        "cheats": ["constant_output: output 0 is constant"],
+        "max_abs_error": 0.0,
+        "candidate_ms": 0.5,
     }
     host_bound = result.model_copy(update={"candidate": result.candidate.model_copy(update={"host_median_ms": 0.9})})
     assert to_feedback(host_bound)["candidate_host_ms"] == 0.9

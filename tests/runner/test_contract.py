@@ -65,8 +65,18 @@ def test_eval_without_a_gpu_is_a_one_line_error(tmp_path):
         pytest.skip("this machine has a GPU")
     repo = Path(__file__).resolve().parents[2]
     r = subprocess.run(
-        [sys.executable, "-m", "htam_graph", "eval", "level1/19_ReLU", str(repo / "bench/candidates/level1/19_ReLU.py")],
-        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+        [
+            sys.executable,
+            "-m",
+            "htam_graph",
+            "eval",
+            "level1/19_ReLU",
+            str(repo / "bench/candidates/level1/19_ReLU.py"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
     )
     assert r.returncode == 2
     assert r.stderr.strip() == r.stderr.strip().splitlines()[0] and "no CUDA GPU is visible" in r.stderr

@@ -61,7 +61,11 @@ def test_32_bit_and_float_scalars():
     packed = pack_args(sig, (1.5, 2, -7, 2**32 - 1, True), device_index=None)
     assert [v.value for v in packed.values] == [1.5, 2.0, -7, 2**32 - 1, True]
     assert [type(v) for v in packed.values] == [
-        ctypes.c_float, ctypes.c_double, ctypes.c_int32, ctypes.c_uint32, ctypes.c_bool
+        ctypes.c_float,
+        ctypes.c_double,
+        ctypes.c_int32,
+        ctypes.c_uint32,
+        ctypes.c_bool,
     ]
 
 

@@ -342,7 +342,7 @@ def test_unknown_format_is_a_user_error() -> None:
 
 
 # ------------------------------------------------------------------ KernelBench format
-KB_CUDA = r'''
+KB_CUDA = r"""
 #include <torch/extension.h>
 #include <ATen/cuda/CUDAContext.h>
 
@@ -363,7 +363,7 @@ torch::Tensor add_cuda(torch::Tensor a, torch::Tensor b) {
         a.data_ptr<float>(), b.data_ptr<float>(), out.data_ptr<float>(), 0);
     return out;
 }
-'''
+"""
 
 
 def kernelbench(cuda: str = KB_CUDA, forward: str = "return self.ops.add_cuda(a, b)") -> str:
@@ -404,10 +404,14 @@ def test_kernelbench_extension_output_is_a_tensor() -> None:
         ("return a.matmul(b);", CheatKind.TORCH_COMPUTE_OP),
         ("return at::addmm(out, a, b);", CheatKind.TORCH_COMPUTE_OP),
         ("return a.add_(b);", CheatKind.TORCH_COMPUTE_OP),
-        ("cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, 0, 0, 1, 0, 1, 0, 0, 1); return out;",
-         CheatKind.TORCH_COMPUTE_OP),
-        ("cudaStream_t s; cudaStreamCreate(&s); add_kernel<<<1, 1, 0, s>>>(0, 0, 0, 0); return out;",
-         CheatKind.SIDE_STREAM),
+        (
+            "cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, 0, 0, 1, 0, 1, 0, 0, 1); return out;",
+            CheatKind.TORCH_COMPUTE_OP,
+        ),
+        (
+            "cudaStream_t s; cudaStreamCreate(&s); add_kernel<<<1, 1, 0, s>>>(0, 0, 0, 0); return out;",
+            CheatKind.SIDE_STREAM,
+        ),
         ("add_kernel<<<1, 1, 0, side>>>(0, 0, 0, 0); return out;", CheatKind.SIDE_STREAM),
         ("auto s = at::cuda::getStreamFromPool(); return out;", CheatKind.SIDE_STREAM),
         ("std::thread t([]{}); t.join(); return out;", CheatKind.SIDE_STREAM),
@@ -424,7 +428,7 @@ def test_kernelbench_cpp_cheats(snippet: str, kind: CheatKind) -> None:
 def test_ptx_in_asm_strings_is_read() -> None:
     cuda = KB_CUDA.replace(
         "    return out;\n}",
-        '    return out;\n}\n__device__ void f(float* d) {\n'
+        "    return out;\n}\n__device__ void f(float* d) {\n"
         '    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 ...");\n}',
     )
     assert _kinds(kernelbench(cuda), "float32", "kernelbench") == {CheatKind.PRECISION_DOWNGRADE}

@@ -71,7 +71,7 @@ def test_launched_kernels_are_defined_extern_c(path: Path):
     defined = set(kernels)
     launched = _launched_kernels(path)
     assert launched, f"{path} launches no kernel"
-    assert launched <= defined, f"{path} launches {launched - defined}, not extern \"C\" __global__ in CUDA_SRC"
+    assert launched <= defined, f'{path} launches {launched - defined}, not extern "C" __global__ in CUDA_SRC'
 
 
 @pytest.mark.nvcc

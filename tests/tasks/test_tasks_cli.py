@@ -14,8 +14,9 @@ from htam_graph.tasks import builtin_suite_dir, load_tasks
 def htam(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HTAM_")}
     env["COLUMNS"] = "200"
-    return subprocess.run([sys.executable, "-m", "htam_graph", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "htam_graph", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_list_json_matches_the_suite(tmp_path):
@@ -65,7 +66,10 @@ def test_show_ambiguous_or_unknown_exits_2(tmp_path):
 def test_listing_does_not_import_torch(tmp_path):
     r = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "htam_graph", "tasks", "list", "--json"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert r.returncode == 0, r.stderr
     imported = {line.split("|")[-1].strip() for line in r.stderr.splitlines() if "|" in line}

@@ -2,6 +2,7 @@
 
 import torch
 import torch.nn as nn
+
 from htam_graph.runner.native import load_cuda
 
 CUDA_SRC = r"""
@@ -82,6 +83,8 @@ class ModelNew(nn.Module):
         rows, classes = predictions.shape
         loss = torch.empty((rows,), dtype=predictions.dtype, device=predictions.device)
         out = torch.empty((), dtype=predictions.dtype, device=predictions.device)
-        self.kernels.launch("row_loss_kernel", grid=(rows,), block=(THREADS,), args=(predictions, targets, loss, classes))
+        self.kernels.launch(
+            "row_loss_kernel", grid=(rows,), block=(THREADS,), args=(predictions, targets, loss, classes)
+        )
         self.kernels.launch("mean_kernel", grid=(1,), block=(THREADS,), args=(loss, out, rows))
         return out

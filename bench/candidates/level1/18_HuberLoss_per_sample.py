@@ -2,6 +2,7 @@
 
 import torch
 import torch.nn as nn
+
 from htam_graph.runner.native import load_cuda
 
 CUDA_SRC = r"""
@@ -61,6 +62,9 @@ class ModelNew(nn.Module):
         rows, cols = predictions.shape
         out = torch.empty((rows,), dtype=predictions.dtype, device=predictions.device)
         self.kernels.launch(
-            "huber_per_sample_kernel", grid=(rows,), block=(THREADS,), args=(predictions, targets, out, cols, float(self.delta))
+            "huber_per_sample_kernel",
+            grid=(rows,),
+            block=(THREADS,),
+            args=(predictions, targets, out, cols, float(self.delta)),
         )
         return out

@@ -2,6 +2,7 @@
 
 import torch
 import torch.nn as nn
+
 from htam_graph.runner.native import load_cuda
 
 CUDA_SRC = r"""

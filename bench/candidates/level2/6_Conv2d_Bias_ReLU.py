@@ -3,6 +3,7 @@ input tiles (with halo) and weights staged in shared memory 8 input channels at 
 
 import torch
 import torch.nn as nn
+
 from htam_graph.runner.native import load_cuda
 
 CUDA_SRC = r"""

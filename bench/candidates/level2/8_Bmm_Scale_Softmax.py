@@ -3,6 +3,7 @@ writes the scaled scores while keeping an online (max, sum of exp) per row, then
 
 import torch
 import torch.nn as nn
+
 from htam_graph.runner.native import load_cuda
 
 CUDA_SRC = r"""

@@ -21,5 +21,7 @@ class ModelNew(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.shape[0]
         out = torch.empty(rows, device=x.device, dtype=x.dtype)
-        self.kernels.launch("centered_mean_closed_form", grid=((rows + 255) // 256,), block=(256,), args=(out, rows), shared_mem=0)
+        self.kernels.launch(
+            "centered_mean_closed_form", grid=((rows + 255) // 256,), block=(256,), args=(out, rows), shared_mem=0
+        )
         return out

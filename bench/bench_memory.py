@@ -27,12 +27,13 @@ from rich.console import Console
 from rich.progress import track
 from rich.table import Table
 
-from htam_graph import __version__, db
+from htam_graph import __version__, neo4j_server
 from htam_graph.config import ScoringParams, Settings
 from htam_graph.memory import open_store
 from htam_graph.memory.models import RunRecord, StepUpdate, TaskRecord
 from htam_graph.memory.seed import load_seed_bank
 from htam_graph.memory.sqlite_store import SQLiteStore
+from htam_graph.vocab import Verdict
 
 STEPS_PER_RUN = 6
 WARMUP_UPDATES = 30
@@ -48,11 +49,13 @@ def synthetic_steps(n: int, rng: random.Random, run_prefix: str = "run") -> tupl
         run = RunRecord(id=f"{run_prefix}-{r}", task_id=f"task-{r % 50}", seed=r)
         runs.append(run)
         path: list[str] = []
+        best = 1.0
         for i in range(min(STEPS_PER_RUN, n - len(steps))):
             chosen = rng.choice(globals_)
             outcome = rng.random()
-            compiled, correct = outcome > 0.1, outcome > 0.25
-            reward = -1.0 if not correct else round(rng.uniform(-0.2, 1.0), 3) if outcome > 0.5 else 0.0
+            verdict = Verdict.COMPILE_ERROR if outcome < 0.1 else Verdict.INCORRECT if outcome < 0.25 else Verdict.OK
+            speedup = round(rng.uniform(0.5, 2.0) * best, 3) if verdict == Verdict.OK else None
+            before, best = best, max(best, speedup or 0.0)
             steps.append(
                 StepUpdate(
                     id=f"{run.id}:{i}",
@@ -62,11 +65,10 @@ def synthetic_steps(n: int, rng: random.Random, run_prefix: str = "run") -> tupl
                     prefix=path[:3],
                     global_id=chosen,
                     local_id=rng.choice(locals_of[chosen]),
-                    verdict="ok" if correct else "incorrect",
-                    compiled=compiled,
-                    correct=correct,
-                    reward=reward,
-                    speedup=1.0 + max(reward, 0),
+                    verdict=verdict,
+                    speedup=speedup,
+                    best_before=before,
+                    best_after=best,
                 )
             )
             path = [chosen, *path]
@@ -169,7 +171,7 @@ def main(stores: str, sizes: str, n_score: int, n_update: int, out: Path | None)
                     "platform": platform.platform(),
                 },
                 "htam_graph": __version__,
-                "neo4j": db.status(Settings(store="neo4j")).version if "neo4j" in stores else None,
+                "neo4j": neo4j_server.status(Settings(store="neo4j")).version if "neo4j" in stores else None,
                 "goal": "scoring p99 under 20 ms at 1e5 steps",
                 "results": rows,
             },

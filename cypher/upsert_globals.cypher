@@ -1,8 +1,8 @@
 // Create or update :Global nodes. Seeding passes static properties only (runtime
 // statistics of existing nodes are kept); import passes statistics too.
+// $zero_stats: every statistic at zero (the attempts, reward and outcome counters).
 UNWIND $rows AS row
 MERGE (g:Global {id: row.id})
-ON CREATE SET g.attempts = 0, g.successes = 0, g.reward_sum = 0.0,
-              g.compile_failures = 0, g.incorrect = 0, g.trend = 0.0
+ON CREATE SET g += $zero_stats, g.trend = 0.0
 SET g += row
 RETURN count(g) AS n

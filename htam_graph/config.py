@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from htam_graph.errors import UserError
+from htam_graph.vocab import MAX_DISTANCE
 
 
 def data_dir() -> Path:
@@ -17,11 +18,12 @@ def data_dir() -> Path:
 
 
 class ScoringParams(BaseModel):
-    """Defaults of transition-attended scoring (HTAM.md); recorded with every run."""
+    """Transition-attended scoring and the policy's temperature (docs/method.md); recorded
+    with every run. Numbers must be finite: an infinite alpha or lambda makes NaN scores."""
 
-    model_config = {"frozen": True}
+    model_config = ConfigDict(frozen=True, allow_inf_nan=False)
 
-    K: int = Field(3, ge=1, le=8, description="prefix length: how many recent globals attend")
+    K: int = Field(3, ge=1, le=MAX_DISTANCE, description="prefix length: how many recent globals attend")
     lam: float = Field(0.5, ge=0.0, description="decay of attention with prefix distance")
     alpha: float = Field(2.0, gt=0.0, description="shrinkage strength toward the back-off")
     beta: float = Field(0.5, ge=0.0, description="weight of the global node's own utility")
@@ -53,7 +55,7 @@ class Settings(BaseSettings):
         return self.store
 
 
-def load_settings(**overrides: object) -> Settings:
+def load_settings(**overrides: Any) -> Settings:
     """Settings from flags (`overrides`), environment and .env; a bad value is a UserError
     that names the variable."""
     try:

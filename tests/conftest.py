@@ -1,9 +1,21 @@
-"""Shared fixtures. Integration tests use a real Neo4j (started by .ci/run or
-`htam db start`); under CI an unreachable server fails the tests instead of skipping."""
+"""Shared fixtures.
+
+Integration tests use a real Neo4j, and only one this test session owns: by default the
+session starts its own server (the launcher, Neo4j 5.26) with a temporary home, free
+ports and a random password, and stops it at the end. HTAM_TEST_NEO4J_URI (with
+HTAM_TEST_NEO4J_PASSWORD) names a test server to use instead; one holding data the tests
+did not create is refused. A user's server (`htam db start`, bolt 7687) is never
+touched. Under CI, a Neo4j that cannot start, or a missing nvcc, fails the tests instead
+of skipping them.
+"""
 
 from __future__ import annotations
 
+import functools
 import os
+import secrets
+import socket
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,38 +23,97 @@ import pytest
 from htam_graph.config import Settings
 from htam_graph.errors import UserError
 
-# --- store fixtures ---
+IN_CI = bool(os.environ.get("CI"))
+# Names under which the session's server reaches spawned helpers (test_concurrency).
+URI_VAR, PASSWORD_VAR = "HTAM_TEST_NEO4J_URI", "HTAM_TEST_NEO4J_PASSWORD"
+# A node that marks a server as this project's test server (never a user's memory).
+TEST_MARK = "HtamTestServer"
 
-# The server of `htam db start` / docker/neo4j-ci.sh, reached as users reach it.
-NEO4J_URI = os.environ.get("HTAM_NEO4J_URI", "bolt://127.0.0.1:7687")
-NEO4J_PASSWORD = os.environ.get("HTAM_NEO4J_PASSWORD", "htam-graph")
+# A user's HTAM_* settings must not steer the tests towards their memory or server.
+for _name in [n for n in os.environ if n.startswith("HTAM_") and n not in (URI_VAR, PASSWORD_VAR)]:
+    del os.environ[_name]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def neo4j_settings(**overrides: object) -> Settings:
-    return Settings(store="neo4j", neo4j_uri=NEO4J_URI, neo4j_password=NEO4J_PASSWORD, **overrides)
+    """Settings that reach the session's own test server (see the module docstring)."""
+    given: dict[str, object] = {
+        "store": "neo4j",
+        "neo4j_uri": os.environ[URI_VAR],
+        "neo4j_password": os.environ.get(PASSWORD_VAR, "htam-graph"),
+    }
+    return Settings(**{**given, **overrides})
+
+
+def neo4j_env() -> dict[str, str]:
+    """The same, as environment variables for an `htam` subprocess."""
+    return {"HTAM_NEO4J_URI": os.environ[URI_VAR], "HTAM_NEO4J_PASSWORD": os.environ.get(PASSWORD_VAR, "htam-graph")}
 
 
 def _unavailable(reason: str) -> None:
-    if os.environ.get("CI"):
-        pytest.fail(f"Neo4j must be running in CI (bash docker/neo4j-ci.sh start): {reason}")
-    pytest.skip(f"no usable Neo4j at {NEO4J_URI}: {reason} (start one with `htam db start`)")
+    if IN_CI:
+        pytest.fail(f"Neo4j must be usable in CI: {reason}")
+    pytest.skip(f"no usable test Neo4j: {reason}")
 
 
 @pytest.fixture(scope="session")
-def _neo4j_session_store():
+def _neo4j_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The session's own Neo4j, started once (about 20 s), or the named test server."""
+    from htam_graph import neo4j_server
+
+    if os.environ.get(URI_VAR):
+        yield
+        return
+    settings = Settings(neo4j_uri=f"bolt://127.0.0.1:{free_port()}", neo4j_password=secrets.token_urlsafe(16))
+    home = tmp_path_factory.mktemp("neo4j-home")
+    try:
+        neo4j_server.start(settings, wait_s=240, http_port=free_port(), home=home)
+    except UserError as e:
+        _unavailable(f"the test session's own server did not start: {e}")
+    os.environ[URI_VAR] = settings.neo4j_uri or ""
+    os.environ[PASSWORD_VAR] = settings.neo4j_password.get_secret_value()
+    try:
+        yield
+    finally:
+        neo4j_server.stop(settings, home=home)
+        os.environ.pop(URI_VAR, None)
+        os.environ.pop(PASSWORD_VAR, None)
+
+
+@pytest.fixture(scope="session")
+def _neo4j_session_store(_neo4j_server: None):
     from htam_graph.memory.neo4j_store import Neo4jStore
 
     try:
         store = Neo4jStore(neo4j_settings())
     except UserError as e:
         _unavailable(str(e))
+    records, _, _ = store.driver.execute_query(
+        "OPTIONAL MATCH (m:" + TEST_MARK + ") WITH count(m) AS marks "
+        "OPTIONAL MATCH (n) RETURN marks, count(n) AS nodes",
+        database_=store.database,
+    )
+    if records[0]["nodes"] and not records[0]["marks"]:
+        store.close()
+        pytest.exit(
+            f"the Neo4j at {store.uri} holds data this test session did not create; the tests never "
+            f"touch a user's memory: unset {URI_VAR} (the tests then start their own server) "
+            "or point it at an empty server",
+            returncode=2,
+        )
+    store.driver.execute_query("MERGE (:" + TEST_MARK + ")", database_=store.database)
     yield store
     store.close()
 
 
 @pytest.fixture
 def neo4j_store(_neo4j_session_store):
-    """The real Neo4j, emptied before each test."""
+    """The session's Neo4j, its memory emptied before each test."""
     _neo4j_session_store.reset()
     _neo4j_session_store.init_schema()
     return _neo4j_session_store
@@ -64,5 +135,28 @@ def store(request):
 
 @pytest.fixture(scope="session")
 def neo4j_driver(_neo4j_session_store):
-    """A connected driver for the running server."""
+    """A connected driver for the session's server."""
     return _neo4j_session_store.driver
+
+
+@functools.cache
+def _nvcc_missing() -> str | None:
+    from htam_graph.runner.build import find_nvcc
+
+    try:
+        find_nvcc()
+    except UserError as e:
+        return str(e)
+    return None
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Tests marked `nvcc` need a real nvcc: they fail in CI without one, skip elsewhere."""
+    if item.get_closest_marker("nvcc") is None:
+        return
+    missing = _nvcc_missing()
+    if missing is None:
+        return
+    if IN_CI:
+        pytest.fail(f"nvcc must be installed in CI (the `nvcc` extra): {missing}")
+    pytest.skip(f"needs nvcc: {missing}")

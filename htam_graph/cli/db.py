@@ -1,11 +1,11 @@
-"""`htam db start|stop|status`: the Neo4j server, over htam_graph.db."""
+"""`htam db start|stop|status`: the Neo4j server, over htam_graph.neo4j_server."""
 
 from __future__ import annotations
 
 import click
 from rich.table import Table
 
-from htam_graph import db as server
+from htam_graph import neo4j_server as server
 from htam_graph.cli.common import console, print_json, settings
 
 

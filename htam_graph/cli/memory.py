@@ -14,6 +14,8 @@ from htam_graph.errors import UserError
 from htam_graph.memory import open_store
 from htam_graph.memory.models import MemorySnapshot
 from htam_graph.memory.seed import load_seed_bank
+from htam_graph.memory.store import MemoryStore
+from htam_graph.policy.policy import with_probabilities
 
 
 @click.group()
@@ -66,11 +68,11 @@ def _rate(successes: int, attempts: int) -> float | None:
     return successes / attempts if attempts else None
 
 
-def _show_globals(store, as_json: bool) -> None:
+def _show_globals(store: MemoryStore, as_json: bool) -> None:
     globals_ = store.get_globals()
     if not globals_:
         raise UserError(f"memory at {store.describe()} is empty; run `htam memory seed` first")
-    n_locals = {}
+    n_locals: dict[str, int] = {}
     for loc in store.get_locals():
         n_locals[loc.global_id] = n_locals.get(loc.global_id, 0) + 1
     if as_json:
@@ -96,7 +98,7 @@ def _show_globals(store, as_json: bool) -> None:
     console.print(" ".join(f"{k}={v}" for k, v in store.counts().items()))
 
 
-def _show_locals(store, global_id: str, as_json: bool) -> None:
+def _show_locals(store: MemoryStore, global_id: str, as_json: bool) -> None:
     locals_ = store.get_locals(global_id)
     if not locals_:
         known = ", ".join(g.id for g in store.get_globals())
@@ -111,7 +113,7 @@ def _show_locals(store, global_id: str, as_json: bool) -> None:
     print_table(f"Local strategies under {global_id}", ["id", "name", "attempts", "success", "pos", "neg"], rows)
 
 
-def _show_transitions(store, as_json: bool) -> None:
+def _show_transitions(store: MemoryStore, as_json: bool) -> None:
     edges = store.get_transitions()
     if as_json:
         print_json([t.model_dump() for t in edges])
@@ -158,9 +160,7 @@ def score(prefix: str, as_json: bool, **overrides: float | None) -> None:
         raise UserError(f"bad scoring parameter --{err['loc'][0]}: {err['msg']}") from None
     path = [p.strip() for p in prefix.split(",") if p.strip()]
     with open_store(cfg) as store:
-        scores = sorted(store.score(path, params), key=lambda s: -s.score)
-        if not scores:
-            raise UserError(f"memory at {store.describe()} is empty; run `htam memory seed` first")
+        scores = sorted(with_probabilities(store.score(path, params), params.tau), key=lambda s: -s.score)
     if as_json:
         print_json({"prefix": path, "params": params.model_dump(), "scores": [s.model_dump() for s in scores]})
         return

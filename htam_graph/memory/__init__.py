@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from htam_graph.config import Settings, load_settings
+from htam_graph.memory.sqlite_store import SQLiteStore
 from htam_graph.memory.store import MemoryStore
 
 
@@ -10,9 +11,9 @@ def open_store(settings: Settings | None = None) -> MemoryStore:
     """The configured store: Neo4j when chosen (or HTAM_NEO4J_URI is set), else the local file."""
     settings = settings or load_settings()
     if settings.store_kind() == "neo4j":
-        from htam_graph.memory.neo4j_store import Neo4jStore  # the GPU machine has no neo4j driver
+        # Imported here, not above: the neo4j driver is optional where only the embedded
+        # store is used (the GPU machine has no neo4j package), not to break a cycle.
+        from htam_graph.memory.neo4j_store import Neo4jStore
 
         return Neo4jStore(settings)
-    from htam_graph.memory.sqlite_store import SQLiteStore
-
     return SQLiteStore(settings.local_path)

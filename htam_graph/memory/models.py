@@ -7,12 +7,16 @@ Both stores (Neo4j and the embedded SQLite file) read and write exactly these sh
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-# Per-prefix-distance evidence is kept for distances 1..MAX_DISTANCE on every TRANSITION
-# edge, so a later run may use any K up to this without rewriting the graph.
-MAX_DISTANCE = 8
+from htam_graph.config import ScoringParams
+from htam_graph.memory.outcome import Counters, Outcome, step_outcome
+from htam_graph.vocab import MAX_DISTANCE, Method, OperatorFamily, Verdict
+
+__all__ = ["MAX_DISTANCE", "Counters", "Outcome"]
+
 # Local nodes keep only the newest evidence entries of each sign.
 MAX_EVIDENCE = 20
 
@@ -24,14 +28,18 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-class Stats(BaseModel):
-    """Runtime statistics of a global or local node."""
+class Record(BaseModel):
+    """Base of every stored record: numbers are finite (a NaN would poison every score)."""
 
-    attempts: int = 0
-    successes: int = 0  # steps with reward > 0 (a correct candidate that improved the best)
+    model_config = ConfigDict(allow_inf_nan=False)
+
+
+class Stats(Counters):
+    """Runtime statistics of a global or local node: attempts, summed reward, and one
+    counter per outcome (memory/outcome.py says which verdict moves which)."""
+
+    attempts: int = Field(0, ge=0)
     reward_sum: float = 0.0
-    compile_failures: int = 0
-    incorrect: int = 0
 
 
 class GlobalNode(Stats):
@@ -47,12 +55,12 @@ class GlobalNode(Stats):
     trend: float = Field(0.0, description="exponential moving average of recent rewards")
 
 
-class Evidence(BaseModel):
+class Evidence(Record):
     """One past application of a local strategy and what came of it."""
 
     step_id: str
     task_id: str
-    verdict: str
+    verdict: Verdict
     reward: float
     speedup: float | None = None
     error_class: str | None = None
@@ -68,7 +76,7 @@ class LocalNode(Stats):
     pattern: str
     checks: list[str] = Field(default_factory=list)
     pitfalls: list[str] = Field(default_factory=list)
-    applies_to: list[str] = Field(default_factory=list)
+    applies_to: list[OperatorFamily] = Field(default_factory=list)
     positive: list[Evidence] = Field(default_factory=list, description="newest first")
     negative: list[Evidence] = Field(default_factory=list, description="newest first")
 
@@ -87,12 +95,13 @@ def _zeros_float() -> list[float]:
     return [0.0] * MAX_DISTANCE
 
 
-class Transition(BaseModel):
+class Transition(Counters):
     """Path-dependent knowledge of moving from one global direction to the next (E_G).
 
-    Evidence is pooled (n, reward_sum, ...) and kept per prefix distance: n_by_k[k-1] and
-    reward_by_k[k-1] count the steps that chose `target` while `source` stood k back in the
-    prefix. Pooled counts are the sums over distances.
+    Evidence is pooled (n, reward_sum, the outcome counters) and kept per prefix distance:
+    n_by_k[k-1] and reward_by_k[k-1] count the steps that chose `target` while `source`
+    stood k back in the prefix. Pooled counts are the sums over distances. A seeded edge
+    also carries a prior utility worth `prior_n` pseudo-observations (docs/method.md).
     """
 
     source: str = Field(pattern=ID_PATTERN)
@@ -100,12 +109,11 @@ class Transition(BaseModel):
     when: str = ""
     rationale: str = ""
     risks: list[str] = Field(default_factory=list)
-    n: int = 0
+    prior: float = Field(0.0, ge=-1.0, le=1.0, description="prior utility of this move (seed bank)")
+    prior_n: float = Field(0.0, ge=0.0, description="pseudo-observations the prior is worth")
+    n: int = Field(0, ge=0)
     reward_sum: float = 0.0
     gain_sum: float = Field(0.0, description="sum of positive rewards (log2 speedup gains)")
-    successes: int = 0
-    compile_failures: int = 0
-    incorrect: int = 0
     n_by_k: list[int] = Field(default_factory=_zeros_int)
     reward_by_k: list[float] = Field(default_factory=_zeros_float)
 
@@ -117,28 +125,39 @@ class Transition(BaseModel):
         return v
 
 
-class TaskRecord(BaseModel):
+class TaskRecord(Record):
     id: str
     name: str = ""
     sha256: str = ""
 
 
-class RunRecord(BaseModel):
-    """One optimization run of one task; `config` holds the scoring defaults and method."""
+class RunConfig(Record):
+    """Everything that decides how a run chooses and judges its steps, recorded with it."""
+
+    model_config = ConfigDict(allow_inf_nan=False, extra="allow")  # the loop adds its own settings
+
+    steps: int = Field(6, ge=1, description="T: optimization steps")
+    scoring: ScoringParams = Field(default_factory=ScoringParams)
+
+
+class RunRecord(Record):
+    """One optimization run of one task, with its method and full configuration."""
 
     id: str
     task_id: str
-    method: str = "htam"
+    method: Method = Method.HTAM
     seed: int = 0
-    config: dict = Field(default_factory=dict)
+    config: RunConfig = Field(default_factory=RunConfig)
     started_at: datetime = Field(default_factory=utcnow)
 
 
-class StepUpdate(BaseModel):
+class StepUpdate(Record):
     """Everything one optimization step writes back, applied atomically and idempotently by id.
 
     `prefix` is the path of globals chosen before this step, most recent first (p_1 first);
-    the step updates the edge prefix[k-1] -> global_id at distance k for every k.
+    the step updates the edge prefix[k-1] -> global_id at distance k for every k. The
+    reward and the counters that move follow from the verdict and the run's best speedup
+    before and after the step (memory/outcome.py); a given reward must agree with them.
     """
 
     id: str
@@ -148,17 +167,42 @@ class StepUpdate(BaseModel):
     prefix: list[str] = Field(default_factory=list, max_length=MAX_DISTANCE)
     global_id: str
     local_id: str
-    verdict: str
-    compiled: bool
-    correct: bool
+    verdict: Verdict
+    candidate_sha256: str | None = Field(
+        None, pattern=r"^[0-9a-f]{64}$", description="content hash of the candidate: links to its EvalResult"
+    )
+    parent_id: str | None = Field(None, description="the step whose candidate this one evolved from")
+    speedup: float | None = Field(None, gt=0, description="this candidate's speedup (ok verdicts only)")
+    best_before: float | None = Field(None, gt=0, description="the run's best speedup before this step")
+    best_after: float | None = Field(None, gt=0, description="the run's best speedup after this step")
     reward: float = Field(ge=-1.0, le=1.0)
-    speedup: float | None = None
-    best_before: float | None = None
-    best_after: float | None = None
     error_class: str | None = None
     note: str = ""
     scores: dict[str, float] = Field(default_factory=dict, description="S(g) at decision time")
     created_at: datetime = Field(default_factory=utcnow)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _reward_from_verdict(cls, data: Any) -> Any:
+        """Fill in the reward the verdict gives; refuse one that disagrees with it."""
+        if not isinstance(data, dict) or "verdict" not in data:
+            return data
+        try:
+            verdict = Verdict(data["verdict"])
+        except ValueError:
+            return data  # the field validator names the bad verdict
+        outcome = step_outcome(verdict, data.get("best_before"), data.get("best_after"), data.get("speedup"))
+        given = data.get("reward")
+        if given is not None and abs(float(given) - outcome.reward) > 1e-9:
+            raise ValueError(f"reward {given} disagrees with verdict {verdict.value}: it gives {outcome.reward}")
+        return {**data, "reward": outcome.reward}
+
+    def outcome(self) -> Outcome:
+        return step_outcome(self.verdict, self.best_before, self.best_after, self.speedup)
+
+    def same_payload(self, other: StepUpdate) -> bool:
+        """Whether a replay of this step id carries the same step (its timestamp aside)."""
+        return self.model_dump(exclude={"created_at"}) == other.model_dump(exclude={"created_at"})
 
     def evidence(self) -> Evidence:
         return Evidence(
@@ -182,21 +226,22 @@ class StepUpdate(BaseModel):
 
 
 class GlobalScore(BaseModel):
-    """Transition-attended score of one candidate global for a given prefix."""
+    """Transition-attended score of one candidate global for a given prefix; the policy
+    adds its probability."""
 
     global_id: str
     name: str = ""
     base: float = Field(description="B(g): the node's own shrunk mean reward")
     transition: float = Field(description="sum_k a_k * U_k(p_k -> g)")
     score: float = Field(description="S(g) = beta * B(g) + transition")
-    probability: float = 0.0
+    probability: float | None = Field(None, description="P(g) under the policy, once it has been applied")
 
 
-class MemorySnapshot(BaseModel):
+class MemorySnapshot(Record):
     """A whole memory, as `htam memory export` writes it and `import` reads it."""
 
     format: str = "htam-graph/memory"
-    version: int = 1
+    version: int = 2
     globals: list[GlobalNode] = Field(default_factory=list)
     locals: list[LocalNode] = Field(default_factory=list)
     transitions: list[Transition] = Field(default_factory=list)

@@ -8,13 +8,12 @@ Every query lives in cypher/*.cypher; values always travel as parameters.
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 import neo4j
 
 from htam_graph.config import ScoringParams, Settings
-from htam_graph.db import connect, neo4j_uri, server_components
-from htam_graph.errors import UserError
 from htam_graph.memory.models import (
     MAX_DISTANCE,
     MAX_EVIDENCE,
@@ -24,11 +23,14 @@ from htam_graph.memory.models import (
     LocalNode,
     MemorySnapshot,
     RunRecord,
+    Stats,
     StepUpdate,
     TaskRecord,
     Transition,
 )
-from htam_graph.memory.queries import query, statements
+from htam_graph.memory.neo4j_driver import connect, neo4j_uri, require_version
+from htam_graph.memory.queries import checked, statements
+from htam_graph.memory.scoring import check_prefix
 from htam_graph.memory.seed import SeedBank
 from htam_graph.memory.store import (
     STATIC_EDGE,
@@ -38,18 +40,23 @@ from htam_graph.memory.store import (
     MemoryStore,
     SeedReport,
     StepEffects,
+    check_replay,
     check_step_refs,
 )
-from htam_graph.policy.scoring import check_prefix, with_probabilities
 
-MIN_VERSION = (5, 23)  # CALL (vars) { ... } scoped subqueries
-ZEROS = {"zeros_int": [0] * MAX_DISTANCE, "zeros_float": [0.0] * MAX_DISTANCE}
+log = logging.getLogger(__name__)
+
 BATCH = 2000
+# A new node's statistics and a new edge's properties, written ON CREATE (one definition:
+# the pydantic models' defaults).
+ZERO_STATS = Stats().model_dump()
+ZERO_EDGE = Transition(source="a", target="b").model_dump(exclude={"source", "target"})
+assert len(ZERO_EDGE["n_by_k"]) == MAX_DISTANCE
 
 
-def server_version(driver: neo4j.Driver) -> tuple[int, ...]:
-    version, _ = server_components(driver)
-    return tuple(int(x) for x in version.split("-")[0].split(".")[:2])
+def _exec(tx: neo4j.ManagedTransaction, name: str, **params: Any) -> neo4j.Result:
+    """Run cypher/<name>.cypher in a transaction, its parameters checked against the file."""
+    return tx.run(checked(name, params), params)
 
 
 def _native(value: Any) -> Any:
@@ -77,10 +84,10 @@ def _local(p: dict) -> LocalNode:
 
 
 def _run_row(run: RunRecord) -> dict:
-    return {**run.model_dump(exclude={"config"}), "config": json.dumps(run.config, sort_keys=True)}
+    return {**run.model_dump(exclude={"config"}), "config": run.config.model_dump_json()}
 
 
-def _run(p: dict) -> RunRecord:
+def _run_record(p: dict) -> RunRecord:
     return RunRecord.model_validate({**p, "config": json.loads(p["config"]), "started_at": _native(p["started_at"])})
 
 
@@ -101,13 +108,11 @@ class Neo4jStore(MemoryStore):
         self.uri = neo4j_uri(settings)
         self.database = settings.neo4j_database
         self.driver = connect(settings)
-        version = server_version(self.driver)
-        if version < MIN_VERSION:
+        try:
+            require_version(self.driver, self.uri)
+        except BaseException:
             self.driver.close()
-            raise UserError(
-                f"Neo4j at {self.uri} is {'.'.join(map(str, version))}; htam-graph needs 5.23 or newer "
-                "(docker/compose.yml runs 5.26)"
-            )
+            raise
 
     def close(self) -> None:
         self.driver.close()
@@ -117,12 +122,12 @@ class Neo4jStore(MemoryStore):
 
     def _read(self, name: str, **params: Any) -> list[neo4j.Record]:
         records, _, _ = self.driver.execute_query(
-            query(name), params, database_=self.database, routing_=neo4j.RoutingControl.READ
+            checked(name, params), params, database_=self.database, routing_=neo4j.RoutingControl.READ
         )
         return records
 
     def _write(self, name: str, **params: Any) -> list[neo4j.Record]:
-        records, _, _ = self.driver.execute_query(query(name), params, database_=self.database)
+        records, _, _ = self.driver.execute_query(checked(name, params), params, database_=self.database)
         return records
 
     def init_schema(self) -> None:
@@ -155,7 +160,7 @@ class Neo4jStore(MemoryStore):
         return [TaskRecord.model_validate(r["p"]) for r in self._read("read_tasks")]
 
     def get_runs(self) -> list[RunRecord]:
-        return [_run(r["p"]) for r in self._read("read_runs")]
+        return [_run_record(r["p"]) for r in self._read("read_runs")]
 
     def get_steps(self, run_id: str | None = None) -> list[StepUpdate]:
         return [_step(r["p"]) for r in self._read("read_steps", run_id=run_id)]
@@ -172,7 +177,7 @@ class Neo4jStore(MemoryStore):
             beta=params.beta,
         )
         check_prefix(prefix, (r["global_id"] for r in records))
-        return with_probabilities([GlobalScore.model_validate(dict(r)) for r in records], params.tau)
+        return [GlobalScore.model_validate(dict(r)) for r in records]
 
     def start_run(self, run: RunRecord, task: TaskRecord) -> None:
         self._write("start_run", run=_run_row(run), task=task.model_dump())
@@ -200,19 +205,19 @@ class Neo4jStore(MemoryStore):
 
     def reset(self) -> None:
         with self.driver.session(database=self.database) as session:
-            session.run(query("reset")).consume()
+            session.run(checked("reset", ())).consume()
 
 
 def _batches(tx: neo4j.ManagedTransaction, name: str, rows: list[dict], **params: Any) -> None:
     for i in range(0, len(rows), BATCH):
-        tx.run(query(name), rows=rows[i : i + BATCH], **params).consume()
+        _exec(tx, name, rows=rows[i : i + BATCH], **params).consume()
 
 
 def _write_snapshot(tx: neo4j.ManagedTransaction, snap: MemorySnapshot, full: bool) -> None:
     """Upsert a snapshot's records. full=False writes static knowledge only (seeding keeps
     runtime statistics); full=True writes everything as exported."""
-    _batches(tx, "upsert_globals", [_global_row(g, full) for g in snap.globals])
-    _batches(tx, "upsert_locals", [_local_row(loc, full) for loc in snap.locals])
+    _batches(tx, "upsert_globals", [_global_row(g, full) for g in snap.globals], zero_stats=ZERO_STATS)
+    _batches(tx, "upsert_locals", [_local_row(loc, full) for loc in snap.locals], zero_stats=ZERO_STATS)
     edges = [
         {
             "source": t.source,
@@ -221,40 +226,40 @@ def _write_snapshot(tx: neo4j.ManagedTransaction, snap: MemorySnapshot, full: bo
         }
         for t in snap.transitions
     ]
-    _batches(tx, "upsert_transitions", edges, **ZEROS)
+    _batches(tx, "upsert_transitions", edges, zero_edge=ZERO_EDGE)
     for task in snap.tasks:
-        tx.run(query("upsert_task"), task=task.model_dump()).consume()
+        _exec(tx, "upsert_task", task=task.model_dump()).consume()
     for run in snap.runs:
-        tx.run(query("start_run"), run=_run_row(run), task={"id": run.task_id}).consume()
+        _exec(tx, "start_run", run=_run_row(run), task={"id": run.task_id}).consume()
     _batches(tx, "upsert_steps", [_step_row(s) for s in snap.steps])
 
 
 def _apply_step(tx: neo4j.ManagedTransaction, step: StepUpdate, fx: StepEffects) -> bool:
     """One step's writes in one transaction (retried by the driver on transient errors)."""
-    ref = tx.run(
-        query("step_check"),
+    ref = _exec(
+        tx,
+        "step_check",
         global_ids=sorted({step.global_id, *step.prefix}),
         local_id=step.local_id,
         run_id=step.run_id,
-    ).single()
+    ).single(strict=True)
     check_step_refs(step, set(ref["known_globals"]), ref["local_parent"], ref["run_exists"])
-    if not tx.run(query("step_claim"), id=step.id).single()["fresh"]:
+    claim = _exec(tx, "step_claim", id=step.id).single(strict=True)
+    if not claim["fresh"]:
+        check_replay(_step(claim["stored"]), step)
         return False
-    outcome = {
-        "success": fx.success,
-        "reward": step.reward,
-        "compile_failure": fx.compile_failure,
-        "incorrect": fx.incorrect,
-    }
-    tx.run(query("step_update_global"), global_id=step.global_id, decay=TREND_DECAY, **outcome).consume()
-    tx.run(
-        query("step_update_local"),
+    outcome = {"reward": step.reward, "c": fx.outcome.counters.model_dump()}
+    _exec(tx, "step_update_global", global_id=step.global_id, decay=TREND_DECAY, **outcome).consume()
+    _exec(
+        tx,
+        "step_update_local",
         local_id=step.local_id,
         positive=fx.positive,
         evidence=step.evidence().model_dump_json(),
         max_evidence=MAX_EVIDENCE,
         **outcome,
     ).consume()
-    tx.run(query("step_update_transitions"), global_id=step.global_id, edges=fx.edges, **ZEROS).consume()
-    tx.run(query("upsert_steps"), rows=[_step_row(step)]).consume()
+    edges = [ed.model_dump() for ed in fx.edges]
+    _exec(tx, "step_update_transitions", global_id=step.global_id, edges=edges, zero_edge=ZERO_EDGE).consume()
+    _exec(tx, "upsert_steps", rows=[_step_row(step)]).consume()
     return True

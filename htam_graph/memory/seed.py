@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from htam_graph.errors import UserError
 from htam_graph.memory.models import ID_PATTERN, LOCAL_ID_PATTERN, GlobalNode, LocalNode, Transition
+from htam_graph.vocab import OperatorFamily
 
 DEFAULT_BANK = Path(__file__).with_name("seed_bank.yaml")
 
@@ -31,7 +32,7 @@ class SeedLocal(BaseModel, extra="forbid", populate_by_name=True):
     pattern: str
     checks: list[str]
     pitfalls: list[str]
-    applies_to: list[str] = Field(default_factory=list)
+    applies_to: list[OperatorFamily] = Field(default_factory=list)
 
 
 class SeedTransition(BaseModel, extra="forbid", populate_by_name=True):
@@ -40,11 +41,15 @@ class SeedTransition(BaseModel, extra="forbid", populate_by_name=True):
     when: str
     rationale: str
     risks: list[str] = Field(default_factory=list)
+    prior: float = Field(ge=-1.0, le=1.0, description="expected reward of this move, in reward units")
 
 
-class SeedBank(BaseModel, extra="forbid"):
+class SeedBank(BaseModel, extra="forbid", allow_inf_nan=False):
     version: int
     name: str
+    transition_prior_strength: float = Field(
+        2.0, ge=0.0, description="pseudo-observations each transition prior is worth (docs/method.md)"
+    )
     globals: list[SeedGlobal]
     locals: list[SeedLocal]
     transitions: list[SeedTransition] = Field(default_factory=list)
@@ -76,7 +81,15 @@ class SeedBank(BaseModel, extra="forbid"):
 
     def transition_priors(self) -> list[Transition]:
         return [
-            Transition(source=t.from_, target=t.to, when=t.when, rationale=t.rationale, risks=t.risks)
+            Transition(
+                source=t.from_,
+                target=t.to,
+                when=t.when,
+                rationale=t.rationale,
+                risks=t.risks,
+                prior=t.prior,
+                prior_n=self.transition_prior_strength,
+            )
             for t in self.transitions
         ]
 

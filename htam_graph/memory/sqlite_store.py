@@ -19,6 +19,7 @@ from htam_graph.config import ScoringParams
 from htam_graph.errors import UserError
 from htam_graph.memory.models import (
     MAX_EVIDENCE,
+    Counters,
     GlobalNode,
     GlobalScore,
     LocalNode,
@@ -29,6 +30,8 @@ from htam_graph.memory.models import (
     TaskRecord,
     Transition,
 )
+from htam_graph.memory.outcome import COUNTER_NAMES
+from htam_graph.memory.scoring import check_prefix, score_globals
 from htam_graph.memory.seed import SeedBank
 from htam_graph.memory.store import (
     STATIC_EDGE,
@@ -38,9 +41,9 @@ from htam_graph.memory.store import (
     MemoryStore,
     SeedReport,
     StepEffects,
+    check_replay,
     check_step_refs,
 )
-from htam_graph.policy.scoring import check_prefix, score_globals
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -58,12 +61,15 @@ CREATE INDEX IF NOT EXISTS steps_by_run ON steps (run_id, idx);
 TABLES = ("globals", "locals", "transitions", "tasks", "runs", "steps")
 
 
+def _add_counters(record: Counters, counters: Counters) -> None:
+    for name in COUNTER_NAMES:
+        setattr(record, name, getattr(record, name) + getattr(counters, name))
+
+
 def _add_outcome(stats: Stats, step: StepUpdate, fx: StepEffects) -> None:
     stats.attempts += 1
-    stats.successes += fx.success
     stats.reward_sum += step.reward
-    stats.compile_failures += fx.compile_failure
-    stats.incorrect += fx.incorrect
+    _add_counters(stats, fx.outcome.counters)
 
 
 class SQLiteStore(MemoryStore):
@@ -127,14 +133,14 @@ class SQLiteStore(MemoryStore):
     def seed(self, bank: SeedBank) -> SeedReport:
         with self._tx():
             for g in bank.global_nodes():
-                old = self._one(GlobalNode, "SELECT data FROM globals WHERE id = ?", (g.id,))
-                self._put_global(old.model_copy(update=g.model_dump(include=STATIC_GLOBAL)) if old else g)
+                old_g = self._one(GlobalNode, "SELECT data FROM globals WHERE id = ?", (g.id,))
+                self._put_global(old_g.model_copy(update=g.model_dump(include=STATIC_GLOBAL)) if old_g else g)
             for loc in bank.local_nodes():
-                old = self._one(LocalNode, "SELECT data FROM locals WHERE id = ?", (loc.id,))
-                self._put_local(old.model_copy(update=loc.model_dump(include=STATIC_LOCAL)) if old else loc)
+                old_l = self._one(LocalNode, "SELECT data FROM locals WHERE id = ?", (loc.id,))
+                self._put_local(old_l.model_copy(update=loc.model_dump(include=STATIC_LOCAL)) if old_l else loc)
             for t in bank.transition_priors():
-                old = self._get_transition(t.source, t.target)
-                self._put_transition(old.model_copy(update=t.model_dump(include=STATIC_EDGE)) if old else t)
+                old_t = self._get_transition(t.source, t.target)
+                self._put_transition(old_t.model_copy(update=t.model_dump(include=STATIC_EDGE)) if old_t else t)
         return SeedReport(globals=len(bank.globals), locals=len(bank.locals), transitions=len(bank.transitions))
 
     # --- reads -----------------------------------------------------------------------
@@ -189,13 +195,15 @@ class SQLiteStore(MemoryStore):
     def record_step(self, step: StepUpdate) -> bool:
         fx = StepEffects.of(step)
         with self._tx() as db:
-            if db.execute("SELECT 1 FROM steps WHERE id = ?", (step.id,)).fetchone():
+            if stored := self._one(StepUpdate, "SELECT data FROM steps WHERE id = ?", (step.id,)):
+                check_replay(stored, step)
                 return False
             ids = {row[0] for row in db.execute("SELECT id FROM globals")}
             loc = self._one(LocalNode, "SELECT data FROM locals WHERE id = ?", (step.local_id,))
             run_exists = db.execute("SELECT 1 FROM runs WHERE id = ?", (step.run_id,)).fetchone()
             check_step_refs(step, ids, loc.global_id if loc else None, bool(run_exists))
             g = self._one(GlobalNode, "SELECT data FROM globals WHERE id = ?", (step.global_id,))
+            assert g is not None and loc is not None  # check_step_refs found both
             _add_outcome(g, step, fx)
             g.trend = TREND_DECAY * g.trend + (1.0 - TREND_DECAY) * step.reward
             self._put_global(g)
@@ -204,17 +212,15 @@ class SQLiteStore(MemoryStore):
             setattr(loc, side, [step.evidence(), *getattr(loc, side)][:MAX_EVIDENCE])
             self._put_local(loc)
             for ed in fx.edges:
-                t = self._get_transition(ed["source"], step.global_id) or Transition(
-                    source=ed["source"], target=step.global_id
+                t = self._get_transition(ed.source, step.global_id) or Transition(
+                    source=ed.source, target=step.global_id
                 )
-                t.n += ed["count"]
-                t.reward_sum += ed["reward"]
-                t.gain_sum += ed["gain"]
-                t.successes += ed["successes"]
-                t.compile_failures += ed["compile_failures"]
-                t.incorrect += ed["incorrect"]
-                t.n_by_k = [a + b for a, b in zip(t.n_by_k, ed["dn"])]
-                t.reward_by_k = [a + b for a, b in zip(t.reward_by_k, ed["dr"])]
+                t.n += ed.count
+                t.reward_sum += ed.reward
+                t.gain_sum += ed.gain
+                _add_counters(t, ed.counters)
+                t.n_by_k = [a + b for a, b in zip(t.n_by_k, ed.dn, strict=True)]
+                t.reward_by_k = [a + b for a, b in zip(t.reward_by_k, ed.dr, strict=True)]
                 self._put_transition(t)
             self._put_step(step)
         return True

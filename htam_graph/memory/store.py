@@ -15,10 +15,12 @@ from pydantic import BaseModel
 from htam_graph.config import ScoringParams
 from htam_graph.errors import UserError
 from htam_graph.memory.models import (
+    Counters,
     GlobalNode,
     GlobalScore,
     LocalNode,
     MemorySnapshot,
+    Outcome,
     RunRecord,
     StepUpdate,
     TaskRecord,
@@ -32,7 +34,7 @@ TREND_DECAY = 0.8
 # The properties a seed bank owns; everything else is runtime evidence that seeding keeps.
 STATIC_GLOBAL = {"id", "name", "intent", "goals", "triggers", "risks", "prior"}
 STATIC_LOCAL = {"id", "global_id", "name", "pattern", "checks", "pitfalls", "applies_to"}
-STATIC_EDGE = {"when", "rationale", "risks"}
+STATIC_EDGE = {"when", "rationale", "risks", "prior", "prior_n"}
 
 
 class SeedReport(BaseModel):
@@ -41,42 +43,57 @@ class SeedReport(BaseModel):
     transitions: int
 
 
+class EdgeDelta(BaseModel):
+    """What one step adds to the edge source -> chosen global (the source may stand at
+    several distances of the prefix: `count` of them)."""
+
+    source: str
+    dn: list[int]
+    dr: list[float]
+    count: int
+    reward: float
+    gain: float
+    counters: Counters
+
+
 class StepEffects(BaseModel):
     """The increments one step applies, derived once so both stores add the same numbers."""
 
-    success: int
-    compile_failure: int
-    incorrect: int
+    outcome: Outcome
     positive: bool
-    edges: list[dict]
+    edges: list[EdgeDelta]
 
     @classmethod
     def of(cls, step: StepUpdate) -> StepEffects:
-        success = int(step.reward > 0)
-        compile_failure = int(not step.compiled)
-        incorrect = int(step.compiled and not step.correct)
-        edges = []
-        for source, (dn, dr) in step.edge_deltas().items():
-            count = sum(dn)
-            edges.append(
-                {
-                    "source": source,
-                    "dn": dn,
-                    "dr": dr,
-                    "count": count,
-                    "reward": sum(dr),
-                    "gain": count * max(step.reward, 0.0),
-                    "successes": count * success,
-                    "compile_failures": count * compile_failure,
-                    "incorrect": count * incorrect,
-                }
+        outcome = step.outcome()
+        edges = [
+            EdgeDelta(
+                source=source,
+                dn=dn,
+                dr=dr,
+                count=sum(dn),
+                reward=sum(dr),
+                gain=sum(dn) * max(outcome.reward, 0.0),
+                counters=outcome.counters.scaled(sum(dn)),
             )
-        return cls(
-            success=success,
-            compile_failure=compile_failure,
-            incorrect=incorrect,
-            positive=step.reward > 0,
-            edges=edges,
+            for source, (dn, dr) in step.edge_deltas().items()
+        ]
+        return cls(outcome=outcome, positive=outcome.reward > 0, edges=edges)
+
+
+class StepConflict(UserError):
+    """A step id was recorded before with a different payload."""
+
+
+def check_replay(stored: StepUpdate, step: StepUpdate) -> None:
+    """A replayed step id must carry the same step: anything else is a bug or two runs
+    sharing ids, and is refused rather than silently dropped."""
+    if not stored.same_payload(step):
+        old, new = stored.model_dump(exclude={"created_at"}), step.model_dump(exclude={"created_at"})
+        fields = sorted(k for k in old if old[k] != new[k])
+        raise StepConflict(
+            f"step {step.id!r} was recorded before with other values ({', '.join(fields)}); "
+            "give the new step its own id"
         )
 
 
@@ -143,7 +160,7 @@ class MemoryStore(ABC):
 
     @abstractmethod
     def score(self, prefix: list[str], params: ScoringParams) -> list[GlobalScore]:
-        """Transition-attended scores and softmax probabilities of every global."""
+        """Transition-attended scores S(g) of every global (memory/scoring.py), by id."""
 
     @abstractmethod
     def start_run(self, run: RunRecord, task: TaskRecord) -> None:
@@ -151,7 +168,8 @@ class MemoryStore(ABC):
 
     @abstractmethod
     def record_step(self, step: StepUpdate) -> bool:
-        """Apply one step in one transaction. False (and no change) if already applied."""
+        """Apply one step in one transaction. False (and no change) if the same step was
+        applied before; StepConflict if its id was applied with other values."""
 
     @abstractmethod
     def import_snapshot(self, snap: MemorySnapshot) -> None:

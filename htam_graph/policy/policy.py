@@ -2,23 +2,40 @@
 
 from __future__ import annotations
 
+import math
 import random
 
 from htam_graph.memory.models import GlobalScore
 
 
-class SoftmaxPolicy:
-    """Samples a global from the scores' softmax probabilities.
+def with_probabilities(scores: list[GlobalScore], tau: float) -> list[GlobalScore]:
+    """P(g) = softmax(S(g) / tau), computed stably (the largest score is subtracted first)."""
+    if not scores:
+        return scores
+    top = max(s.score for s in scores)
+    exps = [math.exp((s.score - top) / tau) for s in scores]
+    total = sum(exps)
+    return [s.model_copy(update={"probability": e / total}) for s, e in zip(scores, exps, strict=True)]
 
-    The RNG is derived from (seed, step index) rather than kept as one stream, so a resumed
-    run draws exactly what the uninterrupted run would have drawn at the same step.
+
+class SoftmaxPolicy:
+    """Samples a global from the softmax of its scores.
+
+    Each draw's RNG is derived from (seed, run id, step index) rather than kept as one
+    stream: a resumed run draws exactly what the uninterrupted run would have drawn at the
+    same step, and two runs with the same seed (other tasks, other methods) draw
+    independently.
     """
 
-    def __init__(self, seed: int = 0):
-        self.seed = seed
+    def __init__(self, seed: int, run_id: str, tau: float) -> None:
+        self.seed, self.run_id, self.tau = seed, run_id, tau
+
+    def rng(self, step_index: int, purpose: str = "global") -> random.Random:
+        return random.Random(f"{self.seed}:{self.run_id}:{step_index}:{purpose}")
 
     def choose(self, scores: list[GlobalScore], step_index: int) -> GlobalScore:
         if not scores:
             raise ValueError("no globals to choose from: seed the memory first (htam memory seed)")
-        rng = random.Random(f"{self.seed}:{step_index}")
-        return rng.choices(scores, weights=[s.probability for s in scores], k=1)[0]
+        scored = with_probabilities(scores, self.tau)
+        weights = [s.probability or 0.0 for s in scored]
+        return self.rng(step_index).choices(scored, weights=weights, k=1)[0]

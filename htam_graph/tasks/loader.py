@@ -1,7 +1,7 @@
 """KernelBench-format tasks: find them, validate them, import them.
 
 A task is one Python file defining `class Model(nn.Module)`, `get_inputs()` and
-`get_init_inputs()` (see /work/shared/KERNELBENCH.md). Files are checked with `ast`, so
+`get_init_inputs()` (KernelBench's format; docs/native_format.md). Files are checked with `ast`, so
 listing a suite never imports torch; torch is imported only when a task module is loaded.
 """
 

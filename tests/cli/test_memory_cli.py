@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import NEO4J_PASSWORD, NEO4J_URI
+from tests.conftest import neo4j_env
 
 
 def htam(*args: str, cwd: Path, env: dict | None = None, stdin: str | None = None) -> subprocess.CompletedProcess:
@@ -110,8 +110,7 @@ def test_reset_asks_first(tmp_path, local):
     ],
 )
 def test_neo4j_misconfiguration_is_a_clear_error(tmp_path, neo4j_store, env, message):
-    base = {"HTAM_NEO4J_URI": NEO4J_URI, "HTAM_NEO4J_PASSWORD": NEO4J_PASSWORD}
-    r = htam("memory", "seed", cwd=tmp_path, env={**base, **env})
+    r = htam("memory", "seed", cwd=tmp_path, env={**neo4j_env(), **env})
     assert r.returncode == 2, r.stderr
     assert message in r.stderr and r.stderr.strip().count("\n") == 0
     assert neo4j_store.counts()["globals"] == 0  # nothing written
@@ -119,7 +118,7 @@ def test_neo4j_misconfiguration_is_a_clear_error(tmp_path, neo4j_store, env, mes
 
 @pytest.mark.neo4j
 def test_seed_and_score_against_neo4j(tmp_path, neo4j_store):
-    env = {"HTAM_NEO4J_URI": NEO4J_URI, "HTAM_NEO4J_PASSWORD": NEO4J_PASSWORD}
+    env = neo4j_env()
     assert htam("memory", "seed", cwd=tmp_path, env=env).returncode == 0
     r = htam("memory", "score", "--prefix", "fusion,memory_access", "--json", cwd=tmp_path, env=env)
     assert r.returncode == 0, r.stderr

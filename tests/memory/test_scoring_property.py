@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from htam_graph.config import ScoringParams
 from htam_graph.memory.models import MAX_DISTANCE, GlobalNode, MemorySnapshot, Transition
-from htam_graph.policy.scoring import score_globals
+from htam_graph.memory.scoring import score_globals
 
 IDS = [f"g{i}" for i in range(9)]
 finite = {"allow_nan": False, "allow_infinity": False}
@@ -38,6 +38,8 @@ def graphs(draw):
         reward_by_k = [draw(st.floats(-n, n, **finite)) for n in n_by_k]
         edges.append(
             Transition(
+                prior=draw(st.floats(-1, 1, **finite)),
+                prior_n=draw(st.sampled_from([0.0, 0.5, 2.0, draw(st.floats(0, 20, **finite))])),
                 source=source,
                 target=target,
                 n=sum(n_by_k),
@@ -72,4 +74,3 @@ def test_cypher_scores_equal_python_reference(neo4j_store, case):
         assert abs(g.base - w.base) <= 1e-9
         assert abs(g.transition - w.transition) <= 1e-9
         assert abs(g.score - w.score) <= 1e-9
-        assert abs(g.probability - w.probability) <= 1e-9

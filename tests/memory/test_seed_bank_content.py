@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
+from htam_graph.vocab import OperatorFamily
+
 GLOBAL_ID = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$")
 REQUIRED_GLOBALS = {
     "memory_access",
@@ -23,20 +25,7 @@ REQUIRED_GLOBALS = {
     "precision_tensor_cores",
     "launch_config",
 }
-OPERATOR_FAMILIES = {
-    "elementwise",
-    "reduction",
-    "softmax",
-    "norm",
-    "matmul",
-    "gemm_epilogue",
-    "conv",
-    "pooling",
-    "loss",
-    "scan",
-    "attention",
-    "any",
-}
+OPERATOR_FAMILIES = {family.value for family in OperatorFamily}
 FieldKinds = dict[str, type | tuple[type, ...]]
 GLOBAL_FIELDS: FieldKinds = {
     "id": str,
@@ -56,7 +45,14 @@ LOCAL_FIELDS: FieldKinds = {
     "pitfalls": list,
     "applies_to": list,
 }
-TRANSITION_FIELDS: FieldKinds = {"from": str, "to": str, "when": str, "rationale": str, "risks": list}
+TRANSITION_FIELDS: FieldKinds = {
+    "from": str,
+    "to": str,
+    "prior": (int, float),
+    "when": str,
+    "rationale": str,
+    "risks": list,
+}
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +79,8 @@ def _assert_shape(record: dict[str, Any], fields: FieldKinds, label: str) -> Non
 
 
 def test_header(bank: dict[str, Any]) -> None:
-    assert set(bank) == {"version", "name", "globals", "locals", "transitions"}
+    assert set(bank) == {"version", "name", "globals", "locals", "transition_prior_strength", "transitions"}
+    assert 0 < bank["transition_prior_strength"] <= 5  # a prior that a handful of real steps outweigh
     assert isinstance(bank["version"], int) and bank["version"] >= 1
     assert bank["name"] == "htam-seed-cuda"
 
@@ -131,3 +128,4 @@ def test_transitions(bank: dict[str, Any]) -> None:
         _assert_shape(t, TRANSITION_FIELDS, label)
         assert t["from"] in global_ids and t["to"] in global_ids, label
         assert t["from"] != t["to"], label
+        assert -1.0 <= t["prior"] <= 1.0, label

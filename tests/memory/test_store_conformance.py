@@ -8,9 +8,12 @@ import pytest
 
 from htam_graph.config import ScoringParams
 from htam_graph.errors import UserError
-from htam_graph.memory.models import MAX_EVIDENCE, RunRecord, StepUpdate, TaskRecord
+from htam_graph.memory.models import MAX_EVIDENCE, RunConfig, RunRecord, StepUpdate, TaskRecord
+from htam_graph.memory.outcome import FAILURE_COUNTER, STEP_VERDICTS
+from htam_graph.memory.scoring import score_globals
 from htam_graph.memory.seed import load_seed_bank
-from htam_graph.policy.scoring import score_globals
+from htam_graph.memory.store import StepConflict
+from htam_graph.vocab import Verdict
 
 BANK = load_seed_bank()
 STARTED = datetime(2026, 11, 29, 12, 0, 0, 123456, tzinfo=UTC)
@@ -18,10 +21,17 @@ G = [g.id for g in BANK.globals]
 LOCAL_OF = {g: next(loc.id for loc in BANK.locals if loc.global_ == g) for g in G}
 
 
-def make_step(i: int, prefix: list[str], chosen: str, reward: float, run: str = "run-1", **kw) -> StepUpdate:
-    compiled = kw.pop("compiled", True)
-    correct = kw.pop("correct", reward >= 0)
-    return StepUpdate(
+def make_step(
+    i: int, prefix: list[str], chosen: str, reward: float, run: str = "run-1", verdict: Verdict | None = None, **kw
+) -> StepUpdate:
+    """A step worth `reward`: ok with a speedup that raises the best by 2**reward (0: ok but
+    no better), or, for -1, a failure (`verdict`, incorrect by default)."""
+    verdict = verdict or (Verdict.OK if reward >= 0 else Verdict.INCORRECT)
+    times: dict[str, float | None] = {"best_before": 1.0, "best_after": 1.0, "speedup": None}
+    if verdict == Verdict.OK:
+        speedup = 2.0**reward if reward > 0 else 0.9
+        times = {"best_before": 1.0, "best_after": max(1.0, speedup), "speedup": speedup}
+    step = StepUpdate(
         id=f"{run}:{i}",
         run_id=run,
         task_id="level1/1_Toy",
@@ -29,19 +39,19 @@ def make_step(i: int, prefix: list[str], chosen: str, reward: float, run: str = 
         prefix=prefix,
         global_id=chosen,
         local_id=LOCAL_OF[chosen],
-        verdict="ok" if correct else "incorrect",
-        compiled=compiled,
-        correct=correct,
-        reward=reward,
-        speedup=1.5,
+        verdict=verdict,
+        candidate_sha256=f"{i:064x}",
         note=f"step {i}",
+        **times,
         **kw,
     )
+    assert step.reward == pytest.approx(reward)
+    return step
 
 
 def seeded(store, run: str = "run-1"):
     store.seed(BANK)
-    record = RunRecord(id=run, task_id="level1/1_Toy", config={"K": 3}, started_at=STARTED)
+    record = RunRecord(id=run, task_id="level1/1_Toy", config=RunConfig(steps=3), started_at=STARTED)
     store.start_run(record, TaskRecord(id="level1/1_Toy"))
     return store
 
@@ -54,7 +64,7 @@ def test_seed_is_idempotent_and_keeps_statistics(store):
     store.seed(BANK)
     assert store.counts() == {**first, "steps": 1}
     g1 = next(g for g in store.get_globals() if g.id == G[1])
-    assert (g1.attempts, g1.reward_sum, g1.successes) == (1, 0.5, 1)
+    assert (g1.attempts, g1.successes) == (1, 1) and g1.reward_sum == pytest.approx(0.5)
     assert g1.intent == BANK.globals[1].intent
 
 
@@ -63,14 +73,14 @@ def test_step_updates_global_local_transitions_and_record(store):
     step = make_step(0, [G[0], G[2], G[0]], G[1], 0.5)
     assert store.record_step(step) is True
     g1 = next(g for g in store.get_globals() if g.id == G[1])
-    assert (g1.attempts, g1.successes, g1.reward_sum) == (1, 1, 0.5)
+    assert (g1.attempts, g1.successes) == (1, 1) and g1.reward_sum == pytest.approx(0.5)
     assert g1.trend == pytest.approx(0.1)
     loc = next(x for x in store.get_locals(G[1]) if x.id == LOCAL_OF[G[1]])
     assert loc.attempts == 1 and [e.step_id for e in loc.positive] == [step.id] and loc.negative == []
     edges = {(t.source, t.target): t for t in store.get_transitions()}
     e0 = edges[(G[0], G[1])]
-    assert e0.n_by_k[:3] == [1, 0, 1] and e0.reward_by_k[:3] == [0.5, 0.0, 0.5]
-    assert (e0.n, e0.reward_sum, e0.gain_sum, e0.successes) == (2, 1.0, 1.0, 2)
+    assert e0.n_by_k[:3] == [1, 0, 1] and e0.reward_by_k[:3] == pytest.approx([0.5, 0.0, 0.5])
+    assert (e0.n, e0.successes) == (2, 2) and (e0.reward_sum, e0.gain_sum) == pytest.approx((1.0, 1.0))
     e2 = edges[(G[2], G[1])]
     assert e2.n_by_k[:3] == [0, 1, 0] and e2.n == 1
     assert store.get_steps("run-1") == [step]
@@ -78,7 +88,7 @@ def test_step_updates_global_local_transitions_and_record(store):
 
 def test_replaying_a_step_changes_nothing(store):
     seeded(store)
-    step = make_step(0, [G[0]], G[1], -1.0, compiled=False)
+    step = make_step(0, [G[0]], G[1], -1.0, verdict=Verdict.COMPILE_ERROR)
     assert store.record_step(step)
     before = store.export()
     assert store.record_step(step) is False
@@ -90,7 +100,7 @@ def test_replaying_a_step_changes_nothing(store):
 def test_evidence_lists_are_bounded_newest_first(store):
     seeded(store)
     for i in range(MAX_EVIDENCE + 5):
-        store.record_step(make_step(i, [], G[3], -1.0, correct=False))
+        store.record_step(make_step(i, [], G[3], -1.0))
     loc = next(x for x in store.get_locals(G[3]) if x.id == LOCAL_OF[G[3]])
     assert len(loc.negative) == MAX_EVIDENCE
     assert loc.negative[0].step_id == f"run-1:{MAX_EVIDENCE + 4}"
@@ -134,10 +144,9 @@ def test_score_matches_python_reference(store):
     want = score_globals(store.get_globals(), edges, prefix, params)
     got = store.score(prefix, params)
     assert [s.global_id for s in got] == [s.global_id for s in want]
-    for a, b in zip(got, want):
+    for a, b in zip(got, want, strict=True):
         assert a.score == pytest.approx(b.score, abs=1e-12)
-        assert a.probability == pytest.approx(b.probability, abs=1e-12)
-    assert sum(s.probability for s in got) == pytest.approx(1.0)
+        assert a.transition == pytest.approx(b.transition, abs=1e-12)
 
 
 def test_score_rejects_unknown_prefix_global(store):
@@ -177,10 +186,10 @@ def test_reset_empties_everything(store):
 
 def test_start_run_is_idempotent(store):
     seeded(store)
-    again = RunRecord(id="run-1", task_id="level1/1_Toy", config={"K": 5})
+    again = RunRecord(id="run-1", task_id="level1/1_Toy", config=RunConfig(steps=5))
     store.start_run(again, TaskRecord(id="level1/1_Toy"))
     runs = store.get_runs()
-    assert len(runs) == 1 and runs[0].config == {"K": 3}
+    assert len(runs) == 1 and runs[0].config.steps == 3
 
 
 @pytest.mark.neo4j
@@ -192,7 +201,7 @@ def test_backends_agree_after_the_same_steps(local_store, neo4j_store):
             [G[(i * 7 + j) % len(G)] for j in range(min(i, 4))],
             G[(i * 5) % len(G)],
             [0.75, -1.0, 0.0, 0.125][i % 4],
-            compiled=i % 4 != 1,
+            verdict=[None, Verdict.COMPILE_ERROR, None, None][i % 4],
         )
         for i in range(12)
     ]
@@ -239,3 +248,71 @@ def test_neo4j_import_failure_leaves_the_store_empty(neo4j_store, local_store, m
     with pytest.raises(RuntimeError, match="mid-import"):
         neo4j_store.import_snapshot(local_store.export())
     assert set(neo4j_store.counts().values()) == {0}
+
+
+def test_every_verdict_gives_its_reward_and_moves_its_counter(store):
+    """docs/method.md's verdict table, through each store: one step per verdict."""
+    seeded(store)
+    counted = dict.fromkeys(("successes", *set(FAILURE_COUNTER.values())), 0)
+    for i, verdict in enumerate(sorted(STEP_VERDICTS)):
+        reward = 0.5 if verdict == Verdict.OK else -1.0
+        step = make_step(i, [G[0]], G[1], reward, verdict=verdict)
+        assert store.record_step(step)
+        counted["successes" if verdict == Verdict.OK else FAILURE_COUNTER[verdict]] += 1
+        g1 = next(g for g in store.get_globals() if g.id == G[1])
+        edge = next(t for t in store.get_transitions() if (t.source, t.target) == (G[0], G[1]))
+        loc = next(x for x in store.get_locals(G[1]) if x.id == LOCAL_OF[G[1]])
+        for record in (g1, edge, loc):
+            assert {name: getattr(record, name) for name in counted} == counted, (verdict, record)
+    steps = {s.verdict: s for s in store.get_steps("run-1")}
+    assert steps[Verdict.OK].reward == pytest.approx(0.5)
+    assert all(s.reward == -1.0 and s.speedup is None for v, s in steps.items() if v != Verdict.OK)
+    g1 = next(g for g in store.get_globals() if g.id == G[1])
+    assert g1.attempts == len(STEP_VERDICTS) and g1.reward_sum == pytest.approx(0.5 - (len(STEP_VERDICTS) - 1))
+
+
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ({"verdict": "rejected", "speedup": 2.0, "best_after": 2.0}, "speedups come only from ok"),
+        ({"verdict": "rejected", "reward": 1.0}, "disagrees with verdict rejected"),
+        ({"verdict": "ok", "speedup": 2.0, "best_before": 1.0, "best_after": 2.0, "reward": 0.5}, "disagrees"),
+        ({"verdict": "ok", "speedup": 2.0, "best_before": 1.0, "best_after": 1.5}, "must be max"),
+        ({"verdict": "ok"}, "needs its speedup"),
+        ({"verdict": "checked"}, "not a step outcome"),
+    ],
+)
+def test_a_step_whose_reward_disagrees_with_its_verdict_is_refused(bad, message):
+    base = {"id": "s", "run_id": "r", "task_id": "t", "index": 0, "global_id": "fusion", "local_id": "fusion.x"}
+    with pytest.raises(ValueError, match=message):
+        StepUpdate.model_validate({**base, **bad})
+
+
+def test_a_replayed_step_id_with_another_payload_is_an_error(store):
+    seeded(store)
+    step = make_step(0, [G[0]], G[1], 0.5)
+    assert store.record_step(step)
+    assert store.record_step(step.model_copy(update={"created_at": STARTED})) is False  # same step, later
+    before = store.export()
+    with pytest.raises(StepConflict, match="recorded before with other values"):
+        store.record_step(make_step(0, [G[0]], G[1], -1.0))
+    assert store.export() == before
+
+
+def test_a_fresh_seed_already_ranks_by_the_transition_priors(store):
+    """Seeded transitions carry a prior worth a few observations: S(g) differs from the
+    base for the globals a seeded edge leads to, and real steps outweigh the prior."""
+    seeded(store)
+    params = ScoringParams()
+    scores = {s.global_id: s for s in store.score(["memory_access", "fusion"], params)}
+    led_to = {t.to for t in BANK.transitions if t.from_ in ("memory_access", "fusion")}
+    for gid, s in scores.items():
+        if gid in led_to:
+            assert s.transition > s.base, gid  # every seeded prior in the bank is positive
+        else:
+            assert s.transition == pytest.approx(s.base), gid
+    prior = next(t for t in BANK.transitions if (t.from_, t.to) == ("memory_access", "fusion")).prior
+    for i in range(12):
+        store.record_step(make_step(i, ["memory_access"], "fusion", -1.0))
+    after = {s.global_id: s for s in store.score(["memory_access"], params)}["fusion"]
+    assert after.transition < after.base < prior  # twelve failures outweigh two pseudo-observations

@@ -3,26 +3,28 @@
 from __future__ import annotations
 
 import math
-from collections import Counter
 
 import pytest
 
 from htam_graph.config import ScoringParams
 from htam_graph.errors import UserError
-from htam_graph.memory.models import GlobalNode, GlobalScore, Transition
-from htam_graph.policy.policy import SoftmaxPolicy
-from htam_graph.policy.scoring import attention_weights, score_globals, step_reward, with_probabilities
+from htam_graph.memory.models import GlobalNode, Transition
+from htam_graph.memory.scoring import attention_weights, score_globals
 
 
 def node(gid: str, prior: float = 0.0, attempts: int = 0, reward_sum: float = 0.0) -> GlobalNode:
     return GlobalNode(id=gid, name=gid, intent="", prior=prior, attempts=attempts, reward_sum=reward_sum)
 
 
-def edge(source: str, target: str, n_by_k: list[int], reward_by_k: list[float]) -> Transition:
+def edge(
+    source: str, target: str, n_by_k: list[int], reward_by_k: list[float], prior: float = 0.0, prior_n: float = 0.0
+) -> Transition:
     pad = 8 - len(n_by_k)
     return Transition(
         source=source,
         target=target,
+        prior=prior,
+        prior_n=prior_n,
         n=sum(n_by_k),
         reward_sum=sum(reward_by_k),
         n_by_k=n_by_k + [0] * pad,
@@ -43,7 +45,19 @@ def test_hand_computed_example():
     assert got["b"].score == pytest.approx(0.5 * b_b + w1 * u1 + w2 * u2)
     b_a = (1.0 + 2 * 0.2) / (2 + 2)
     assert got["a"].score == pytest.approx(0.5 * b_a + b_a)  # no a->a edge: contributes B(a)
-    assert got["a"].probability + got["b"].probability == pytest.approx(1.0)
+
+
+def test_a_seeded_prior_counts_as_pseudo_observations():
+    a, b = node("a"), node("b", prior=0.1)
+    params = ScoringParams(K=1, alpha=2.0, beta=0.5)
+    fresh = edge("a", "b", [], [], prior=0.4, prior_n=2.0)
+    got = score_globals([a, b], {("a", "b"): fresh}, ["a"], params)[1]
+    u0 = (0 + 2.0 * 0.4 + 2.0 * 0.1) / (0 + 2.0 + 2.0)  # (R + m*pi + alpha*B) / (n + m + alpha)
+    assert got.transition == pytest.approx(u0)  # n_k = 0: U_1 = U0
+    observed = edge("a", "b", [6], [-6.0], prior=0.4, prior_n=2.0)
+    got = score_globals([a, b], {("a", "b"): observed}, ["a"], params)[1]
+    u0 = (-6.0 + 0.8 + 0.2) / (6 + 2.0 + 2.0)
+    assert got.transition == pytest.approx((-6.0 + 2.0 * u0) / (6 + 2.0))
 
 
 def test_prefix_is_truncated_to_K_and_empty_prefix_scores_base_only():
@@ -64,34 +78,3 @@ def test_attention_weights_decay_and_normalise():
 def test_unknown_prefix_global_is_rejected():
     with pytest.raises(UserError, match="unknown global 'zz'"):
         score_globals([node("a")], {}, ["zz"], ScoringParams())
-
-
-def test_softmax_is_stable_for_large_scores():
-    scores = [GlobalScore(global_id=str(i), base=0, transition=0, score=s) for i, s in enumerate([1000.0, 999.0])]
-    probs = [s.probability for s in with_probabilities(scores, tau=0.5)]
-    assert probs[0] == pytest.approx(1 / (1 + math.exp(-2)))
-
-
-@pytest.mark.parametrize(
-    "compiled, correct, before, after, reward",
-    [
-        (False, False, 1.0, 1.0, -1.0),
-        (True, False, 1.0, 1.0, -1.0),
-        (True, True, 2.0, 2.0, 0.0),
-        (True, True, 1.0, 1.5, math.log2(1.5)),
-        (True, True, 1.0, 8.0, 1.0),
-    ],
-)
-def test_step_reward(compiled, correct, before, after, reward):
-    assert step_reward(compiled, correct, before, after) == pytest.approx(reward)
-
-
-def test_policy_is_reproducible_and_follows_probabilities():
-    scores = with_probabilities(
-        [GlobalScore(global_id=g, base=0, transition=0, score=s) for g, s in [("a", 0.0), ("b", 0.5)]], tau=0.5
-    )
-    policy = SoftmaxPolicy(seed=11)
-    draws = [policy.choose(scores, i).global_id for i in range(4000)]
-    assert draws == [SoftmaxPolicy(seed=11).choose(scores, i).global_id for i in range(4000)]
-    share_b = Counter(draws)["b"] / len(draws)
-    assert share_b == pytest.approx(scores[1].probability, abs=0.03)

@@ -1,16 +1,18 @@
-"""Start, stop and inspect the Neo4j server that htam-graph talks to.
+"""Start, stop and inspect a Neo4j server (the driver itself is memory/neo4j_driver.py).
 
 Where a Docker engine answers, `docker/compose.yml` runs the official image. Elsewhere
 (CI, offline machines) the Java launcher in `docker/neo4j-launcher` runs the same Neo4j
 5.26 Community server from Maven Central artifacts: Maven builds it once into
 LAUNCHER_CACHE, and it runs detached with its home (data, logs, pid file) in
-`data_dir()/neo4j`, so the data survives restarts.
+`launcher_home()` (or a home the caller names, as the tests do), so the data survives
+restarts.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import os
 import re
 import shutil
@@ -21,15 +23,16 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
 
-import neo4j
-from neo4j.exceptions import AuthError, ClientError, ConfigurationError, DriverError, Neo4jError
+from neo4j.exceptions import AuthError
 from pydantic import BaseModel
 
 from htam_graph.config import Settings, data_dir
 from htam_graph.errors import UserError
+from htam_graph.memory.neo4j_driver import connect, neo4j_uri, server_components
 from htam_graph.resources import resource_dir
 
-DEFAULT_URI = "bolt://127.0.0.1:7687"
+log = logging.getLogger(__name__)
+
 DEFAULT_HTTP_PORT = 7474
 LAUNCHER_CACHE = Path.home() / ".cache" / "htam-graph" / "neo4j-launcher"
 # The flags Neo4j's own start scripts pass, and a heap cap for small machines.
@@ -63,55 +66,16 @@ class ServerStatus(BaseModel):
     error: str | None = None
 
 
-def neo4j_uri(settings: Settings) -> str:
-    return settings.neo4j_uri or DEFAULT_URI
-
-
 def launcher_home() -> Path:
+    """Where `htam db start` keeps the launcher's server (data, logs, pid file)."""
     return data_dir() / "neo4j"
 
 
-def connect(settings: Settings) -> neo4j.Driver:
-    """A driver whose address and password were checked; UserError says what is wrong."""
-    uri = neo4j_uri(settings)
-    auth = (settings.neo4j_user, settings.neo4j_password.get_secret_value())
-    try:
-        driver = neo4j.GraphDatabase.driver(
-            uri, auth=auth, connection_timeout=10.0, connection_acquisition_timeout=15.0
-        )
-    except (ConfigurationError, ValueError) as e:
-        raise UserError(f"HTAM_NEO4J_URI={uri!r} is not a Neo4j URI ({e})") from e
-    try:
-        driver.verify_connectivity()
-        driver.execute_query("RETURN 1", database_=settings.neo4j_database)
-    except AuthError as e:
-        driver.close()
-        raise UserError(
-            f"Neo4j at {uri} rejected the password of user {settings.neo4j_user!r}:"
-            " set HTAM_NEO4J_PASSWORD to the server's password"
-        ) from e
-    except ClientError as e:
-        driver.close()
-        if "DatabaseNotFound" not in (e.code or ""):
-            raise UserError(f"Neo4j at {uri} refused the connection: {e.message}") from e
-        raise UserError(
-            f"Neo4j at {uri} has no database {settings.neo4j_database!r}:"
-            " set HTAM_NEO4J_DATABASE (Community edition has only 'neo4j')"
-        ) from e
-    except (DriverError, Neo4jError, OSError) as e:
-        driver.close()
-        reason = " ".join(str(e).split())  # the driver's messages span lines
-        raise UserError(
-            f"cannot reach Neo4j at {uri} ({reason}): start it with `htam db start`"
-            " or point HTAM_NEO4J_URI at a running server"
-        ) from e
-    return driver
-
-
-def status(settings: Settings) -> ServerStatus:
+def status(settings: Settings, home: Path | None = None) -> ServerStatus:
     """Reachability and version; a wrong password raises rather than look like 'down'."""
     uri = neo4j_uri(settings)
-    pid = _launcher_pid()
+    home = home or launcher_home()
+    pid = _launcher_pid(home)
     try:
         driver = connect(settings)
     except UserError as e:
@@ -123,20 +87,19 @@ def status(settings: Settings) -> ServerStatus:
     return ServerStatus(uri=uri, reachable=True, version=version, edition=edition, pid=pid)
 
 
-def server_components(driver: neo4j.Driver) -> tuple[str, str]:
-    """(version, edition) of the server, e.g. ('5.26.30', 'community')."""
-    from htam_graph.memory.queries import query
+def start(
+    settings: Settings, wait_s: float = 120, http_port: int = DEFAULT_HTTP_PORT, home: Path | None = None
+) -> ServerInfo:
+    """Start Neo4j (Docker if an engine answers, else the launcher); wait for Bolt.
 
-    records, _, _ = driver.execute_query(query("server_version"), database_="system")
-    return records[0]["version"], records[0]["edition"]
-
-
-def start(settings: Settings, wait_s: float = 120, http_port: int = DEFAULT_HTTP_PORT) -> ServerInfo:
-    """Start Neo4j (Docker if an engine answers, else the launcher); wait for Bolt."""
+    `home`: run the launcher with its data, logs and pid file there (a test's own server),
+    never through Docker."""
     uri = neo4j_uri(settings)
     host, port = _bolt_address(uri)
     browser = f"http://{host}:{http_port}/browser/"
-    current = status(settings)
+    use_docker = home is None and _docker_available()
+    home = home or launcher_home()
+    current = status(settings, home)
     if current.reachable:
         return ServerInfo(uri=uri, browser=browser, via="existing", pid=current.pid)
     if current.pid is not None:
@@ -144,7 +107,7 @@ def start(settings: Settings, wait_s: float = 120, http_port: int = DEFAULT_HTTP
             f"a Neo4j launcher (pid {current.pid}) is running but does not answer at {uri};"
             " wait for it, or run `htam db stop` and start again"
         )
-    if _docker_available():
+    if use_docker:
         _compose(settings, http_port, "up", "-d")
         _wait_for_bolt(settings, time.monotonic() + wait_s)
         return ServerInfo(uri=uri, browser=browser, via="docker")
@@ -153,19 +116,21 @@ def start(settings: Settings, wait_s: float = 120, http_port: int = DEFAULT_HTTP
             f"without Docker, Neo4j runs on this machine only, but HTAM_NEO4J_URI={uri}:"
             " set it to bolt://127.0.0.1:<port>"
         )
-    process = _spawn_launcher(settings, port, http_port)
-    _await_launcher(process, settings, time.monotonic() + wait_s)
-    return ServerInfo(uri=uri, browser=browser, via="launcher", pid=process.pid, log=_log_path())
+    process = _spawn_launcher(settings, port, http_port, home)
+    _await_launcher(process, settings, home, time.monotonic() + wait_s)
+    return ServerInfo(uri=uri, browser=browser, via="launcher", pid=process.pid, log=_log_path(home))
 
 
-def stop(settings: Settings, timeout_s: float = 60) -> bool:
-    """Stop the server this machine started; True if one was running."""
-    pid = _launcher_pid()
+def stop(settings: Settings, timeout_s: float = 60, home: Path | None = None) -> bool:
+    """Stop the server this machine started (the launcher's in `home`); True if one was running."""
+    explicit_home = home is not None
+    home = home or launcher_home()
+    pid = _launcher_pid(home)
     if pid is not None:
         _terminate(pid, timeout_s)
-        _pid_path().unlink(missing_ok=True)
+        _pid_path(home).unlink(missing_ok=True)
         return True
-    if _docker_available() and _compose(settings, DEFAULT_HTTP_PORT, "ps", "-q").strip():
+    if not explicit_home and _docker_available() and _compose(settings, DEFAULT_HTTP_PORT, "ps", "-q").strip():
         _compose(settings, DEFAULT_HTTP_PORT, "down")
         return True
     return False
@@ -201,10 +166,9 @@ def build_launcher() -> Path:
     return LAUNCHER_CACHE
 
 
-def _spawn_launcher(settings: Settings, port: int, http_port: int) -> subprocess.Popen[bytes]:
+def _spawn_launcher(settings: Settings, port: int, http_port: int, home: Path) -> subprocess.Popen[bytes]:
     cache = build_launcher()
     java = _tool("java", "Java 17 or newer")
-    home = launcher_home()
     home.mkdir(parents=True, exist_ok=True)
     classpath = os.pathsep.join([str(cache / "target" / "classes"), (cache / "classpath.txt").read_text().strip()])
     command = [
@@ -222,7 +186,7 @@ def _spawn_launcher(settings: Settings, port: int, http_port: int) -> subprocess
     ]
     # The password goes by environment so that it does not show in `ps`.
     env = {**os.environ, "HTAM_NEO4J_PASSWORD": settings.neo4j_password.get_secret_value()}
-    with _log_path().open("w") as log:
+    with _log_path(home).open("w") as log:
         process = subprocess.Popen(
             command,
             stdin=subprocess.DEVNULL,
@@ -232,20 +196,20 @@ def _spawn_launcher(settings: Settings, port: int, http_port: int) -> subprocess
             env=env,
             start_new_session=True,
         )
-    _pid_path().write_text(str(process.pid))
+    _pid_path(home).write_text(str(process.pid))
     return process
 
 
-def _await_launcher(process: subprocess.Popen[bytes], settings: Settings, deadline: float) -> None:
+def _await_launcher(process: subprocess.Popen[bytes], settings: Settings, home: Path, deadline: float) -> None:
     # Before READY the password may still be the initial one, so Bolt is not asked earlier.
-    while READY_MARK not in _log_path().read_text(errors="replace"):
+    while READY_MARK not in _log_path(home).read_text(errors="replace"):
         if process.poll() is not None:
-            _pid_path().unlink(missing_ok=True)
-            raise UserError(f"Neo4j did not start: {_failure_reason()} (log: {_log_path()})")
+            _pid_path(home).unlink(missing_ok=True)
+            raise UserError(f"Neo4j did not start: {_failure_reason(home)} (log: {_log_path(home)})")
         if time.monotonic() > deadline:
             _terminate(process.pid, timeout_s=30)
-            _pid_path().unlink(missing_ok=True)
-            raise UserError(f"Neo4j did not start in time: {_failure_reason()} (log: {_log_path()})")
+            _pid_path(home).unlink(missing_ok=True)
+            raise UserError(f"Neo4j did not start in time: {_failure_reason(home)} (log: {_log_path(home)})")
         time.sleep(0.5)
     connect(settings).close()
 
@@ -261,8 +225,8 @@ def _wait_for_bolt(settings: Settings, deadline: float) -> None:
         time.sleep(1)
 
 
-def _failure_reason() -> str:
-    text = _log_path().read_text(errors="replace")
+def _failure_reason(home: Path) -> str:
+    text = _log_path(home).read_text(errors="replace")
     # Bolt and the web server word a taken port differently.
     bind = re.search(r"bind to the socket /?([\w.:]+)|Address ([\w.:]+) is already in use", text)
     if bind:
@@ -282,10 +246,10 @@ def _bolt_address(uri: str) -> tuple[str, int]:
     return parts.hostname or "127.0.0.1", parts.port or 7687
 
 
-def _launcher_pid() -> int | None:
+def _launcher_pid(home: Path) -> int | None:
     """The pid in the pid file if that process is alive and still our launcher."""
     try:
-        pid = int(_pid_path().read_text())
+        pid = int(_pid_path(home).read_text())
     except (FileNotFoundError, ValueError):
         return None
     cmdline = Path(f"/proc/{pid}/cmdline")
@@ -367,9 +331,9 @@ def _tool(name: str, what: str) -> str:
     return path
 
 
-def _log_path() -> Path:
-    return launcher_home() / "launcher.log"
+def _log_path(home: Path) -> Path:
+    return home / "launcher.log"
 
 
-def _pid_path() -> Path:
-    return launcher_home() / "launcher.pid"
+def _pid_path(home: Path) -> Path:
+    return home / "launcher.pid"

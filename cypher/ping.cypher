@@ -1,0 +1,2 @@
+// A round trip that needs the database to exist: the connection check.
+RETURN 1 AS ok

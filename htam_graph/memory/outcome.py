@@ -1,0 +1,83 @@
+"""What one step's verdict writes into the memory: its reward and the counters it moves.
+
+One function, `step_outcome`, maps a verdict (and the run's best speedup before and after
+the step) to both, so a rejected candidate can never score like a correct one and every
+failure is counted under its own kind. docs/method.md ("Reward") has the table.
+"""
+
+from __future__ import annotations
+
+import math
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from htam_graph.vocab import Verdict
+
+# The counter each failing verdict moves. A load error (the file did not import or the
+# constructor raised) is counted with compile failures: the candidate never ran a kernel.
+FAILURE_COUNTER: dict[Verdict, str] = {
+    Verdict.COMPILE_ERROR: "compile_failures",
+    Verdict.LOAD_ERROR: "compile_failures",
+    Verdict.INCORRECT: "incorrect",
+    Verdict.REJECTED: "rejected",
+    Verdict.TIMEOUT: "timeouts",
+    Verdict.RUNTIME_ERROR: "runtime_errors",
+    Verdict.NO_CANDIDATE: "generation_failures",
+}
+# Verdicts a step can end with: `checked` (static checks and a build, nothing run) says
+# nothing about speed or correctness, so it never reaches the memory.
+STEP_VERDICTS = frozenset({Verdict.OK, *FAILURE_COUNTER})
+
+
+class Counters(BaseModel):
+    """Outcome counters kept on every global, local and transition."""
+
+    model_config = ConfigDict(allow_inf_nan=False)
+
+    successes: int = Field(0, ge=0, description="ok and faster than the run's best before (reward > 0)")
+    compile_failures: int = Field(0, ge=0, description="compile_error or load_error")
+    incorrect: int = Field(0, ge=0)
+    rejected: int = Field(0, ge=0, description="a cheat check fired")
+    timeouts: int = Field(0, ge=0)
+    runtime_errors: int = Field(0, ge=0)
+    generation_failures: int = Field(0, ge=0, description="no candidate was produced")
+
+    def scaled(self, count: int) -> Counters:
+        """These counters added `count` times (an edge seen at several prefix distances)."""
+        return Counters(**{name: value * count for name, value in self.model_dump().items()})
+
+
+COUNTER_NAMES: tuple[str, ...] = tuple(Counters.model_fields)
+
+
+class Outcome(BaseModel):
+    reward: float = Field(ge=-1.0, le=1.0)
+    counters: Counters
+
+
+def step_outcome(
+    verdict: Verdict, best_before: float | None, best_after: float | None, speedup: float | None = None
+) -> Outcome:
+    """Reward and counters of a step (HTAM's reward, docs/method.md).
+
+    ok: r = clip(log2(best_after / best_before), -1, 1) when the step raised the run's best
+    speedup, else 0; best_after must be max(best_before, speedup). Every other verdict:
+    r = -1, one failure counter, and no speedup may be recorded. Raises ValueError on an
+    inconsistent step (the caller's bug, or a tampered import file).
+    """
+    if verdict not in STEP_VERDICTS:
+        raise ValueError(f"verdict {verdict.value!r} is not a step outcome; a step ends ok or with a failure")
+    if verdict != Verdict.OK:
+        if speedup is not None:
+            raise ValueError(f"a {verdict.value} step has no speedup; speedups come only from ok verdicts")
+        if best_before is not None and best_after is not None and best_after != best_before:
+            raise ValueError(f"a {verdict.value} step cannot change the best speedup ({best_before} -> {best_after})")
+        return Outcome(reward=-1.0, counters=Counters(**{FAILURE_COUNTER[verdict]: 1}))
+    if speedup is None or best_before is None or best_after is None:
+        raise ValueError("an ok step needs its speedup and the run's best speedup before and after it")
+    if not math.isclose(best_after, max(best_before, speedup), rel_tol=1e-12):
+        raise ValueError(f"best_after {best_after} must be max(best_before {best_before}, speedup {speedup})")
+    if best_after <= best_before:
+        return Outcome(reward=0.0, counters=Counters())
+    reward = max(-1.0, min(1.0, math.log2(best_after / best_before)))
+    return Outcome(reward=reward, counters=Counters(successes=1))

@@ -1,0 +1,69 @@
+"""Every query in cypher/ is used by the code, and every call passes exactly the
+`$parameters` its file declares (checked at each call by memory.queries.checked)."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable
+from pathlib import Path
+
+import pytest
+
+import htam_graph
+from htam_graph.config import ScoringParams
+from htam_graph.memory import neo4j_driver
+from htam_graph.memory import neo4j_store as neo4j_store_module
+from htam_graph.memory.neo4j_store import Neo4jStore
+from htam_graph.memory.queries import QueryParameterError, checked, parameters, statements
+from htam_graph.resources import resource_dir
+from tests.conftest import neo4j_settings
+from tests.memory.test_store_conformance import G, make_step, seeded
+
+CYPHER_FILES = sorted(p.stem for p in resource_dir("cypher").glob("*.cypher"))
+PACKAGE = Path(htam_graph.__file__).parent
+
+
+def _string_literals() -> set[str]:
+    found: set[str] = set()
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                found.add(node.value)
+    return found
+
+
+def test_every_cypher_file_is_named_in_the_code():
+    unused = set(CYPHER_FILES) - _string_literals()
+    assert not unused, f"cypher files no code names: {sorted(unused)}"
+
+
+def test_a_call_with_other_parameters_is_refused():
+    assert parameters("step_check") == {"global_ids", "local_id", "run_id"}
+    with pytest.raises(QueryParameterError, match=r"missing parameters \['run_id'\], unexpected \['run'\]"):
+        checked("step_check", ["global_ids", "local_id", "run"])
+    assert parameters("reset") == frozenset()  # comments that mention $names do not count
+
+
+@pytest.mark.neo4j
+def test_the_store_runs_every_query_with_its_declared_parameters(neo4j_store, monkeypatch):
+    """A whole workload on the real server, through a recording `checked`: every file runs."""
+    ran: set[str] = set()
+
+    def recording(name: str, given: Iterable[str]) -> str:
+        ran.add(name)
+        return checked(name, given)  # raises on any mismatch
+
+    for module in (neo4j_store_module, neo4j_driver):
+        monkeypatch.setattr(module, "checked", recording)
+    with Neo4jStore(neo4j_settings()) as store:  # connects through it too (ping, version)
+        seeded(store)
+        store.record_step(make_step(0, [G[0]], G[1], 0.5))
+        store.record_step(make_step(0, [G[0]], G[1], 0.5))  # a replay: step_claim's stored branch
+        store.score([G[0]], ScoringParams())
+        snap = store.export()
+        store.get_locals(G[1])
+        store.reset()
+        store.import_snapshot(snap)
+        store.reset()
+    assert sorted(ran) == [f for f in CYPHER_FILES if f != "schema"]  # schema runs through statements()
+    assert statements("schema")

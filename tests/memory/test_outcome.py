@@ -1,0 +1,45 @@
+"""The verdict table of docs/method.md: one function gives every step's reward and counters."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from htam_graph.memory.outcome import FAILURE_COUNTER, STEP_VERDICTS, step_outcome
+from htam_graph.vocab import Verdict
+
+
+@pytest.mark.parametrize(
+    "best_before, speedup, reward",
+    [
+        (1.0, 0.5, 0.0),  # ok but slower than the run's best: no reward, no penalty
+        (2.0, 2.0, 0.0),  # ok, equal
+        (1.0, 1.5, math.log2(1.5)),
+        (1.0, 8.0, 1.0),  # clipped
+    ],
+)
+def test_an_ok_step_is_rewarded_by_its_gain_over_the_best(best_before, speedup, reward):
+    outcome = step_outcome(Verdict.OK, best_before, max(best_before, speedup), speedup)
+    assert outcome.reward == pytest.approx(reward)
+    assert outcome.counters.successes == int(reward > 0)
+    assert sum(outcome.counters.model_dump().values()) == int(reward > 0)
+
+
+@pytest.mark.parametrize("verdict", sorted(FAILURE_COUNTER))
+def test_every_failure_is_minus_one_and_moves_its_own_counter(verdict):
+    outcome = step_outcome(verdict, 1.5, 1.5)
+    assert outcome.reward == -1.0
+    moved = {k: v for k, v in outcome.counters.model_dump().items() if v}
+    assert moved == {FAILURE_COUNTER[verdict]: 1}
+
+
+def test_a_rejected_candidate_can_never_score():
+    """A cheat whose output compared equal and ran fast still gets -1 and no speedup."""
+    with pytest.raises(ValueError, match="speedups come only from ok"):
+        step_outcome(Verdict.REJECTED, 1.0, 4.0, speedup=4.0)
+    assert step_outcome(Verdict.REJECTED, None, None).reward == -1.0
+
+
+def test_the_step_verdicts_are_every_verdict_but_checked():
+    assert set(Verdict) - STEP_VERDICTS == {Verdict.CHECKED}

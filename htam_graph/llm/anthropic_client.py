@@ -18,7 +18,7 @@ from typing import Any
 import anthropic
 from anthropic.types import Message, MessageParam, TextBlockParam
 
-from htam_graph.llm.api import ApiClient, MalformedResponse, connection_failure, malformed_failure
+from htam_graph.llm.api import CONNECT_TIMEOUT_S, ApiClient, MalformedResponse, connection_failure, malformed_failure
 from htam_graph.llm.base import Completion, InvalidAnswer, Prompt, T, parse_answer, validate_answer
 from htam_graph.llm.retry import TRANSIENT_STATUS, Failure, retry_after_s
 from htam_graph.llm.settings import DEFAULT_ANTHROPIC_MODEL, LLMSettings
@@ -34,7 +34,10 @@ class AnthropicClient(ApiClient):
         super().__init__(settings, settings.model or DEFAULT_ANTHROPIC_MODEL)
         self.structured_mode = settings.structured_mode or "json"
         self._sdk = anthropic.Anthropic(
-            api_key=self._api_key, base_url=settings.base_url, timeout=settings.timeout_s, max_retries=0
+            api_key=self._api_key,
+            base_url=settings.base_url,
+            timeout=anthropic.Timeout(settings.timeout_s, connect=CONNECT_TIMEOUT_S),
+            max_retries=0,
         )
 
     @property

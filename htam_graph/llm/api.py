@@ -24,6 +24,10 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+# A server that does not accept the connection within this is not there; the request
+# itself may take up to the settings' timeout_s (a long answer).
+CONNECT_TIMEOUT_S = 5.0
+
 
 class MalformedResponse(Exception):
     """A 2xx response without what the protocol promises (no content, no usage): treated

@@ -23,7 +23,7 @@ import openai
 from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
 
 from htam_graph.errors import UserError
-from htam_graph.llm.api import ApiClient, MalformedResponse, connection_failure, malformed_failure
+from htam_graph.llm.api import CONNECT_TIMEOUT_S, ApiClient, MalformedResponse, connection_failure, malformed_failure
 from htam_graph.llm.base import Completion, Prompt, T, Usage, parse_answer
 from htam_graph.llm.retry import TRANSIENT_STATUS, Failure, retry_after_s
 from htam_graph.llm.settings import LLMSettings
@@ -48,7 +48,10 @@ class OpenAIClient(ApiClient):
         super().__init__(settings, settings.model)
         self.structured_mode = settings.structured_mode or "tool"
         self._sdk = openai.OpenAI(
-            api_key=self._api_key, base_url=settings.base_url, timeout=settings.timeout_s, max_retries=0
+            api_key=self._api_key,
+            base_url=settings.base_url,
+            timeout=openai.Timeout(settings.timeout_s, connect=CONNECT_TIMEOUT_S),
+            max_retries=0,
         )
 
     @property

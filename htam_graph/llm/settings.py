@@ -33,7 +33,7 @@ class LLMSettings(BaseModel):
     )
     api_key: SecretStr | None = Field(None, description="default: ANTHROPIC_API_KEY or OPENAI_API_KEY")
     max_tokens: int = Field(16384, ge=1, description="max output tokens per call (reasoning included)")
-    timeout_s: float = Field(600.0, gt=0.0, description="per HTTP request")
+    timeout_s: float = Field(600.0, gt=0.0, description="per HTTP request (connecting: 5 s)")
     max_retries: int = Field(4, ge=0, description="retries of transient failures (429, 5xx, 529, connection)")
     retry_backoff_s: float = Field(1.0, ge=0.0, description="first backoff, doubled per retry, unless retry-after")
     retry_backoff_max_s: float = Field(60.0, ge=0.0)

@@ -259,9 +259,10 @@ def test_a_lost_connection_is_retried_then_unavailable(caplog: pytest.LogCapture
     assert caplog.text.count("; retry ") == 3
 
 
-def test_the_sdk_does_not_retry_on_its_own(anthropic_server: FakeAnthropic) -> None:
+def test_the_sdk_does_not_retry_on_its_own_and_times_out_as_configured(anthropic_server: FakeAnthropic) -> None:
     made = client(anthropic_server, max_retries=0)
     assert made._sdk.max_retries == 0
+    assert (made._sdk.timeout.connect, made._sdk.timeout.read) == (5.0, 10.0)  # type: ignore[union-attr]
     anthropic_server.queue(anthropic_server.error(529, "Overloaded"), anthropic_message(text_block("ok")))
     with pytest.raises(LLMUnavailable):
         made.complete(PROMPT)

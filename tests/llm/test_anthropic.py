@@ -262,7 +262,7 @@ def test_a_lost_connection_is_retried_then_unavailable(caplog: pytest.LogCapture
 def test_the_sdk_does_not_retry_on_its_own_and_times_out_as_configured(anthropic_server: FakeAnthropic) -> None:
     made = client(anthropic_server, max_retries=0)
     assert made._sdk.max_retries == 0
-    assert (made._sdk.timeout.connect, made._sdk.timeout.read) == (5.0, 10.0)  # type: ignore[union-attr]
+    assert (made._sdk.timeout.connect, made._sdk.timeout.read) == (5.0, 10.0)
     anthropic_server.queue(anthropic_server.error(529, "Overloaded"), anthropic_message(text_block("ok")))
     with pytest.raises(LLMUnavailable):
         made.complete(PROMPT)

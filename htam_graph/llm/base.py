@@ -1,0 +1,197 @@
+"""The one interface the optimization loop talks to, whatever answers: a prompt goes in, a
+completion (text, reasoning, tokens, dollars) or a validated pydantic answer comes out.
+
+A prompt is split the way providers cache: `system` and `static` are the same from call
+to call (instructions, the native-format contract, the memory bank summary) and are sent
+first, marked cacheable where the API allows it; `user` is what changes per call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from types import TracebackType
+from typing import ClassVar, Self, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from htam_graph.templating import Rendered
+
+T = TypeVar("T", bound=BaseModel)
+
+
+class Prompt(BaseModel):
+    """What one LLM call sends. `template` names the call (the template of its user part):
+    the script backend replays responses by it and run records group calls by it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    template: str
+    system: str = ""
+    static: str = ""
+    user: str
+    rendered: tuple[Rendered, ...] = ()
+
+    @classmethod
+    def build(cls, *, user: Rendered, system: Sequence[Rendered] = (), static: Sequence[Rendered] = ()) -> Prompt:
+        """A prompt from rendered templates; the parts of `system` and of `static` are each
+        joined by a blank line, and every template is kept in `rendered` for the record."""
+        return cls(
+            template=user.name,
+            system=_join(system),
+            static=_join(static),
+            user=user.text,
+            rendered=(*system, *static, user),
+        )
+
+    @property
+    def sha256(self) -> str:
+        """A hash of everything sent: two calls with equal hashes sent the same text."""
+        digest = hashlib.sha256()
+        for part in (self.system, self.static, self.user):
+            digest.update(part.encode())
+            digest.update(b"\0")
+        return digest.hexdigest()
+
+
+def _join(parts: Sequence[Rendered]) -> str:
+    return "\n\n".join(p.text.rstrip("\n") for p in parts)
+
+
+class Usage(BaseModel):
+    """Tokens and dollars of one call, or a sum of calls. `input_tokens` counts only the
+    input billed at the base rate: cache reads and cache writes are counted apart (as
+    Anthropic reports them; OpenAI's prompt_tokens are split to match)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    input_tokens: int = Field(0, ge=0)
+    output_tokens: int = Field(0, ge=0)
+    cache_read_tokens: int = Field(0, ge=0)
+    cache_write_tokens: int = Field(0, ge=0)
+    # None: the model has no price in the price table, so the cost is unknown.
+    cost_usd: float | None = 0.0
+
+    def __add__(self, other: Usage) -> Usage:
+        cost = None if self.cost_usd is None or other.cost_usd is None else self.cost_usd + other.cost_usd
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+            cost_usd=cost,
+        )
+
+
+class Completion(BaseModel):
+    """One answer. `text` is the answer itself (for a structured call, the raw JSON of the
+    answer); a reasoning model's thinking is kept apart in `reasoning`."""
+
+    model_config = ConfigDict(frozen=True)
+
+    text: str
+    reasoning: str | None = None
+    usage: Usage = Usage()
+    model: str
+    stop_reason: str | None = None  # as the provider names it: end_turn, max_tokens, stop, length, ...
+    truncated: bool = False  # the answer hit max_tokens (or the context window) and is cut off
+    request_id: str | None = None
+
+
+class LLMError(Exception):
+    """A call that produced no usable answer; the loop decides whether to retry or fall back."""
+
+
+class InvalidAnswer(LLMError):
+    """The model answered, but not with what was asked: malformed JSON, an answer cut off
+    at max_tokens, a refusal, or JSON that violates the schema. The answer's text and usage
+    (it was paid for) travel with the error."""
+
+    def __init__(self, reason: str, completion: Completion) -> None:
+        super().__init__(f"invalid answer from {completion.model}: {reason}")
+        self.reason = reason
+        self.completion = completion
+
+    @property
+    def raw(self) -> str:
+        return self.completion.text
+
+    @property
+    def usage(self) -> Usage:
+        return self.completion.usage
+
+
+class LLMUnavailable(LLMError):
+    """The endpoint kept failing with transient errors (rate limits, overload, 5xx, no
+    connection, unreadable responses) after every retry."""
+
+
+class RequestRejected(LLMError):
+    """The endpoint refused the request itself (400, 413, 422: too long a prompt, a feature
+    the model does not support); sending it again would fail again."""
+
+
+class LLMClient(ABC):
+    """A backend. `check()` runs before any work so that a bad key, model or endpoint is one
+    clear UserError up front, not a failure in the middle of a run."""
+
+    name: ClassVar[str]
+    model: str
+
+    @abstractmethod
+    def check(self) -> None:
+        """Raise UserError naming what is wrong (key, model, endpoint) and how to fix it."""
+
+    @abstractmethod
+    def complete(self, prompt: Prompt, max_tokens: int | None = None) -> Completion:
+        """Free text, e.g. a candidate file. None: the configured default max_tokens."""
+
+    @abstractmethod
+    def structured(self, prompt: Prompt, schema: type[T], max_tokens: int | None = None) -> tuple[T, Completion]:
+        """An answer validated against `schema`; InvalidAnswer when it is not one."""
+
+    def close(self) -> None:  # noqa: B027 - a hook with a default: only HTTP backends hold connections
+        """Release connections; the default has none."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+_FENCE = re.compile(r"^```[\w-]*\n(?P<body>.*)\n```$", re.DOTALL)
+
+
+def parse_answer(schema: type[T], completion: Completion) -> T:
+    """The completion's text as a `schema` instance, or InvalidAnswer saying why not. A
+    single Markdown code fence around the JSON is tolerated: some models add one even in
+    JSON mode."""
+    if completion.truncated:
+        raise InvalidAnswer(f"cut off at max_tokens (stop reason {completion.stop_reason!r})", completion)
+    text = completion.text.strip()
+    fenced = _FENCE.match(text)
+    if fenced:
+        text = fenced["body"]
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InvalidAnswer(f"not JSON ({e})", completion) from None
+    return validate_answer(schema, data, completion)
+
+
+def validate_answer(schema: type[T], data: object, completion: Completion) -> T:
+    """`data` (decoded JSON) as a `schema` instance, or InvalidAnswer naming the first
+    violations."""
+    try:
+        return schema.model_validate(data)
+    except ValidationError as e:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}" for err in e.errors()[:3]
+        )
+        raise InvalidAnswer(f"does not match {schema.__name__}: {problems}", completion) from None

@@ -1,0 +1,30 @@
+"""The one place that turns settings into a backend."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from htam_graph.errors import UserError
+from htam_graph.llm.anthropic_client import AnthropicClient
+from htam_graph.llm.base import LLMClient
+from htam_graph.llm.openai_client import OpenAIClient
+from htam_graph.llm.script import ScriptClient
+from htam_graph.llm.settings import LLMSettings
+
+
+def make_client(settings: LLMSettings, script_path: Path | None = None) -> LLMClient:
+    """The configured backend; call its `check()` before any work. `script_path` is the
+    script file of the script backend (its responses are the run's LLM answers)."""
+    match settings.backend:
+        case "anthropic":
+            return AnthropicClient(settings)
+        case "openai":
+            return OpenAIClient(settings)
+        case "script":
+            if script_path is None:
+                raise UserError("the script backend needs a script file of responses (--script PATH)")
+            return ScriptClient(script_path)
+        case "catalog":
+            raise UserError(
+                "the catalog backend is not built yet (issue: strategy catalog); use --llm script or anthropic/openai"
+            )

@@ -1,0 +1,173 @@
+"""Responses replayed from a file instead of asked of an LLM: to reproduce a recorded run
+exactly, and to drive the loop end to end with kernels a person wrote.
+
+The file (YAML, or JSON, which YAML reads too) lists responses; each names the template
+of the call it answers and is consumed in order among the responses for that template:
+
+    responses:
+      - template: generate            # the Prompt.template of the call
+        file: kernels/relu_v1.py      # the answer's text, read from a file next to the script
+      - template: generate
+        text: |                       # ... or inline
+          import torch
+          ...
+      - template: reflect
+        answer: {summary: vectorized loads helped, keep: true}   # a structured answer
+        reasoning: optional thinking, kept with the completion
+        truncated: true               # optional: the answer was cut off at max_tokens
+
+A structured call takes `answer` (validated against the call's schema) or a `text` that
+must parse as that answer, so a recorded invalid answer fails again on replay. Usage and
+cost are zero. `ScriptWriter` writes a run's responses in this format as they come.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from pathlib import Path
+from typing import Any, Self
+
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+
+from htam_graph.errors import UserError
+from htam_graph.llm.base import Completion, LLMClient, Prompt, T, parse_answer, validate_answer
+
+logger = logging.getLogger(__name__)
+
+
+class ScriptEntry(BaseModel):
+    """One response: exactly one of `text`, `file` (a path relative to the script file)
+    and `answer` (a structured answer)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    template: str
+    text: str | None = None
+    file: str | None = None
+    answer: dict[str, Any] | None = None
+    reasoning: str | None = None
+    truncated: bool = False  # the recorded answer hit max_tokens; the replay says so too
+
+    @model_validator(mode="after")
+    def _one_response(self) -> Self:
+        given = [k for k in ("text", "file", "answer") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(f"give exactly one of text, file, answer (got {', '.join(given) or 'none'})")
+        return self
+
+
+class Script(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    responses: list[ScriptEntry] = []
+
+
+class ScriptClient(LLMClient):
+    """Replays a script file. Every `file` is read when the script loads, so a missing one
+    is reported before the run starts."""
+
+    name = "script"
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.model = f"script:{path.name}"
+        # Per template, its responses in order, each with its text (from `file` too) or answer.
+        self._queues: dict[str, list[ScriptEntry]] = {}
+        for entry in _load(path).responses:
+            if entry.file is not None:
+                entry = entry.model_copy(update={"text": _read_side_file(path, entry.file), "file": None})
+            self._queues.setdefault(entry.template, []).append(entry)
+        self._used: dict[str, int] = {}
+        self._lock = threading.Lock()  # concurrent calls must not replay one response twice
+
+    def check(self) -> None:
+        """Loading the script checked it."""
+
+    def complete(self, prompt: Prompt, max_tokens: int | None = None) -> Completion:
+        return self._completion(self._next(prompt.template))
+
+    def structured(self, prompt: Prompt, schema: type[T], max_tokens: int | None = None) -> tuple[T, Completion]:
+        entry = self._next(prompt.template)
+        completion = self._completion(entry)
+        if entry.answer is None:
+            return parse_answer(schema, completion), completion
+        return validate_answer(schema, entry.answer, completion), completion
+
+    def _next(self, template: str) -> ScriptEntry:
+        with self._lock:
+            queue = self._queues.get(template, [])
+            used = self._used.get(template, 0)
+            if used >= len(queue):
+                raise UserError(
+                    f"script {self.path} has no more responses for template {template!r} "
+                    f"({used} given); add responses to it or shorten the run"
+                )
+            self._used[template] = used + 1
+        logger.debug("script %s: response %d of %d for %s", self.path, used + 1, len(queue), template)
+        return queue[used]
+
+    def _completion(self, entry: ScriptEntry) -> Completion:
+        text = entry.text if entry.text is not None else json.dumps(entry.answer)
+        return Completion(
+            text=text, reasoning=entry.reasoning, model=self.model, stop_reason="script", truncated=entry.truncated
+        )
+
+
+class ScriptWriter:
+    """Records a run's responses as a script. The file is rewritten whole (atomically)
+    after every response, so a run that dies leaves a script that replays it up to there."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._script = Script()
+
+    def record(self, prompt: Prompt, completion: Completion, answer: BaseModel | None = None) -> None:
+        """Add the response to `prompt`: a structured call's validated `answer`, or else the
+        completion's text (which is also how an invalid structured answer is kept)."""
+        response = {"answer": answer.model_dump(mode="json")} if answer is not None else {"text": completion.text}
+        entry = ScriptEntry(
+            template=prompt.template, **response, reasoning=completion.reasoning, truncated=completion.truncated
+        )
+        self._script.responses.append(entry)
+        data = self._script.model_dump(mode="json", exclude_defaults=True)
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text(yaml.dump(data, Dumper=_BlockDumper, sort_keys=False, allow_unicode=True, width=1 << 16))
+        os.replace(tmp, self.path)
+
+
+class _BlockDumper(yaml.SafeDumper):
+    """Writes multi-line strings (code) as literal blocks a person can read and edit."""
+
+
+def _str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style="|" if "\n" in data else None)
+
+
+_BlockDumper.add_representer(str, _str)
+
+
+def _load(path: Path) -> Script:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as e:
+        raise UserError(f"script {path}: {e.strerror}; pass an existing script file") from None
+    except yaml.YAMLError as e:
+        raise UserError(f"script {path} is not YAML or JSON: {str(e).splitlines()[0]}") from None
+    try:
+        return Script.model_validate(data or {})
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "<top level>"
+        raise UserError(f"script {path}: {where}: {err['msg']} (see htam_graph/llm/script.py for the format)") from None
+
+
+def _read_side_file(script: Path, name: str) -> str:
+    path = script.parent / name
+    try:
+        return path.read_text()
+    except OSError as e:
+        raise UserError(f"script {script}: cannot read {name} ({path}: {e.strerror})") from None

@@ -1,0 +1,59 @@
+"""Settings of the LLM layer. They nest into htam_graph.config.Settings as `llm`, so each
+field comes from a flag, HTAM_LLM__<FIELD> in the environment, or `.env`."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, SecretStr
+
+from htam_graph.llm.retry import RetryPolicy
+
+Backend = Literal["anthropic", "openai", "script", "catalog"]
+StructuredMode = Literal["tool", "json"]
+
+# The SDKs' own variables, read when HTAM_LLM__API_KEY is not set.
+API_KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
+DEFAULT_ANTHROPIC_MODEL = "claude-opus-5-5"
+
+
+class LLMSettings(BaseModel):
+    """Which LLM answers and how it is called. Defaults suit a long, code-writing call."""
+
+    backend: Backend = Field("anthropic", description="anthropic, openai (any OpenAI-compatible endpoint), script")
+    model: str | None = Field(
+        None, description=f"model id; default {DEFAULT_ANTHROPIC_MODEL} for anthropic, required for openai"
+    )
+    base_url: str | None = Field(
+        None,
+        description="endpoint, e.g. https://api.deepseek.com or http://127.0.0.1:8000/v1 for vLLM; "
+        "default: the SDK's (its ANTHROPIC_BASE_URL / OPENAI_BASE_URL, then the provider's)",
+    )
+    api_key: SecretStr | None = Field(None, description="default: ANTHROPIC_API_KEY or OPENAI_API_KEY")
+    max_tokens: int = Field(16384, ge=1, description="max output tokens per call (reasoning included)")
+    timeout_s: float = Field(600.0, gt=0.0, description="per HTTP request (connecting: 5 s)")
+    max_retries: int = Field(4, ge=0, description="retries of transient failures (429, 5xx, 529, connection)")
+    retry_backoff_s: float = Field(1.0, ge=0.0, description="first backoff, doubled per retry, unless retry-after")
+    retry_backoff_max_s: float = Field(60.0, ge=0.0)
+    structured_mode: StructuredMode | None = Field(
+        None,
+        description="how structured answers are asked for: tool (a forced tool call) or json (anthropic: "
+        "output_config.format with the JSON schema; openai: response_format json_object). Default: json for "
+        "anthropic (current Claude models reject a forced tool choice), tool for openai",
+    )
+    prices: Path | None = Field(None, description="YAML/JSON price file adding to or replacing the shipped prices")
+
+    def api_key_value(self) -> str | None:
+        """The key to send: the setting, else the SDK's own environment variable."""
+        if self.api_key is not None:
+            return self.api_key.get_secret_value()
+        env = API_KEY_ENV.get(self.backend)
+        return os.environ.get(env) if env else None
+
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        return RetryPolicy(
+            max_retries=self.max_retries, backoff_s=self.retry_backoff_s, backoff_max_s=self.retry_backoff_max_s
+        )

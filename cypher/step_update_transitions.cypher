@@ -1,6 +1,7 @@
 // TRANSITION evidence from every prefix element to the chosen global, at its distance.
 // One row per distinct source; dn/dr hold the count/reward added at each distance and
-// ed.counters the outcome counters times the count. $zero_edge as in upsert_transitions.
+// ed.counters the outcome counters times the count; $note (the step's reflection, when
+// it has one) goes first in the edge's bounded notes. $zero_edge as in upsert_transitions.
 UNWIND $edges AS ed
 MATCH (a:Global {id: ed.source}), (g:Global {id: $global_id})
 MERGE (a)-[e:TRANSITION]->(g)
@@ -16,5 +17,6 @@ SET e.n = e.n + ed.count,
     e.runtime_errors = e.runtime_errors + ed.counters.runtime_errors,
     e.generation_failures = e.generation_failures + ed.counters.generation_failures,
     e.n_by_k = [i IN range(0, size(e.n_by_k) - 1) | e.n_by_k[i] + ed.dn[i]],
-    e.reward_by_k = [i IN range(0, size(e.reward_by_k) - 1) | e.reward_by_k[i] + ed.dr[i]]
+    e.reward_by_k = [i IN range(0, size(e.reward_by_k) - 1) | e.reward_by_k[i] + ed.dr[i]],
+    e.notes = CASE WHEN $note = '' THEN e.notes ELSE ([$note] + e.notes)[0..$max_notes] END
 RETURN count(e) AS n

@@ -116,6 +116,7 @@ class Transition(Counters):
     gain_sum: float = Field(0.0, description="sum of positive rewards (log2 speedup gains)")
     n_by_k: list[int] = Field(default_factory=_zeros_int)
     reward_by_k: list[float] = Field(default_factory=_zeros_float)
+    notes: list[str] = Field(default_factory=list, description="reflections of the steps that took it, newest first")
 
     @field_validator("n_by_k", "reward_by_k")
     @classmethod
@@ -165,8 +166,8 @@ class StepUpdate(Record):
     task_id: str
     index: int = Field(ge=0)
     prefix: list[str] = Field(default_factory=list, max_length=MAX_DISTANCE)
-    global_id: str
-    local_id: str
+    global_id: str | None = Field(None, description="the chosen direction; None for methods that choose none")
+    local_id: str | None = Field(None, description="the chosen strategy (under global_id); None when none was chosen")
     verdict: Verdict
     candidate_sha256: str | None = Field(
         None, pattern=r"^[0-9a-f]{64}$", description="content hash of the candidate: links to its EvalResult"
@@ -196,6 +197,12 @@ class StepUpdate(Record):
         if given is not None and abs(float(given) - outcome.reward) > 1e-9:
             raise ValueError(f"reward {given} disagrees with verdict {verdict.value}: it gives {outcome.reward}")
         return {**data, "reward": outcome.reward}
+
+    @model_validator(mode="after")
+    def _direction(self) -> StepUpdate:
+        if self.global_id is None and (self.local_id is not None or self.prefix):
+            raise ValueError("a step without a global has no local and no prefix")
+        return self
 
     def outcome(self) -> Outcome:
         return step_outcome(self.verdict, self.best_before, self.best_after, self.speedup)
@@ -269,7 +276,7 @@ class MemorySnapshot(Record):
             missing = [
                 x
                 for x, known in ((st.run_id, runs), (st.global_id, globals_), (st.local_id, locals_))
-                if x not in known
+                if x is not None and x not in known
             ]
             if missing:
                 raise ValueError(f"steps[{i}] {st.id!r}: unknown reference {missing[0]!r}")

@@ -239,7 +239,7 @@ def _apply_step(tx: neo4j.ManagedTransaction, step: StepUpdate, fx: StepEffects)
     ref = _exec(
         tx,
         "step_check",
-        global_ids=sorted({step.global_id, *step.prefix}),
+        global_ids=sorted({step.global_id, *step.prefix}) if step.global_id is not None else [],
         local_id=step.local_id,
         run_id=step.run_id,
     ).single(strict=True)
@@ -248,18 +248,33 @@ def _apply_step(tx: neo4j.ManagedTransaction, step: StepUpdate, fx: StepEffects)
     if not claim["fresh"]:
         check_replay(_step(claim["stored"]), step)
         return False
-    outcome = {"reward": step.reward, "c": fx.outcome.counters.model_dump()}
-    _exec(tx, "step_update_global", global_id=step.global_id, decay=TREND_DECAY, **outcome).consume()
-    _exec(
-        tx,
-        "step_update_local",
-        local_id=step.local_id,
-        positive=fx.positive,
-        evidence=step.evidence().model_dump_json(),
-        max_evidence=MAX_EVIDENCE,
-        **outcome,
-    ).consume()
-    edges = [ed.model_dump() for ed in fx.edges]
-    _exec(tx, "step_update_transitions", global_id=step.global_id, edges=edges, zero_edge=ZERO_EDGE).consume()
+    if step.global_id is not None:
+        _apply_to_htg(tx, step, fx)
     _exec(tx, "upsert_steps", rows=[_step_row(step)]).consume()
     return True
+
+
+def _apply_to_htg(tx: neo4j.ManagedTransaction, step: StepUpdate, fx: StepEffects) -> None:
+    """The chosen global's, local's and the prefix edges' statistics, in the step's transaction."""
+    outcome = {"reward": step.reward, "c": fx.outcome.counters.model_dump()}
+    _exec(tx, "step_update_global", global_id=step.global_id, decay=TREND_DECAY, **outcome).consume()
+    if step.local_id is not None:
+        _exec(
+            tx,
+            "step_update_local",
+            local_id=step.local_id,
+            positive=fx.positive,
+            evidence=step.evidence().model_dump_json(),
+            max_evidence=MAX_EVIDENCE,
+            **outcome,
+        ).consume()
+    edges = [ed.model_dump() for ed in fx.edges]
+    _exec(
+        tx,
+        "step_update_transitions",
+        global_id=step.global_id,
+        edges=edges,
+        zero_edge=ZERO_EDGE,
+        note=step.note,
+        max_notes=MAX_EVIDENCE,
+    ).consume()

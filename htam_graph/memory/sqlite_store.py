@@ -202,28 +202,34 @@ class SQLiteStore(MemoryStore):
             loc = self._one(LocalNode, "SELECT data FROM locals WHERE id = ?", (step.local_id,))
             run_exists = db.execute("SELECT 1 FROM runs WHERE id = ?", (step.run_id,)).fetchone()
             check_step_refs(step, ids, loc.global_id if loc else None, bool(run_exists))
-            g = self._one(GlobalNode, "SELECT data FROM globals WHERE id = ?", (step.global_id,))
-            assert g is not None and loc is not None  # check_step_refs found both
-            _add_outcome(g, step, fx)
-            g.trend = TREND_DECAY * g.trend + (1.0 - TREND_DECAY) * step.reward
-            self._put_global(g)
+            if step.global_id is not None:
+                self._apply_to_htg(step, fx, loc)
+            self._put_step(step)
+        return True
+
+    def _apply_to_htg(self, step: StepUpdate, fx: StepEffects, loc: LocalNode | None) -> None:
+        """The chosen global's, local's and the prefix edges' statistics (inside the step's transaction)."""
+        g = self._one(GlobalNode, "SELECT data FROM globals WHERE id = ?", (step.global_id,))
+        assert g is not None and step.global_id is not None  # check_step_refs found it
+        _add_outcome(g, step, fx)
+        g.trend = TREND_DECAY * g.trend + (1.0 - TREND_DECAY) * step.reward
+        self._put_global(g)
+        if loc is not None:
             _add_outcome(loc, step, fx)
             side = "positive" if fx.positive else "negative"
             setattr(loc, side, [step.evidence(), *getattr(loc, side)][:MAX_EVIDENCE])
             self._put_local(loc)
-            for ed in fx.edges:
-                t = self._get_transition(ed.source, step.global_id) or Transition(
-                    source=ed.source, target=step.global_id
-                )
-                t.n += ed.count
-                t.reward_sum += ed.reward
-                t.gain_sum += ed.gain
-                _add_counters(t, ed.counters)
-                t.n_by_k = [a + b for a, b in zip(t.n_by_k, ed.dn, strict=True)]
-                t.reward_by_k = [a + b for a, b in zip(t.reward_by_k, ed.dr, strict=True)]
-                self._put_transition(t)
-            self._put_step(step)
-        return True
+        for ed in fx.edges:
+            t = self._get_transition(ed.source, step.global_id) or Transition(source=ed.source, target=step.global_id)
+            t.n += ed.count
+            t.reward_sum += ed.reward
+            t.gain_sum += ed.gain
+            _add_counters(t, ed.counters)
+            t.n_by_k = [a + b for a, b in zip(t.n_by_k, ed.dn, strict=True)]
+            t.reward_by_k = [a + b for a, b in zip(t.reward_by_k, ed.dr, strict=True)]
+            if step.note:
+                t.notes = [step.note, *t.notes][:MAX_EVIDENCE]
+            self._put_transition(t)
 
     def import_snapshot(self, snap: MemorySnapshot) -> None:
         self.require_empty()

@@ -99,12 +99,12 @@ def check_replay(stored: StepUpdate, step: StepUpdate) -> None:
 
 def check_step_refs(step: StepUpdate, global_ids: set[str], local_parent: str | None, run_exists: bool) -> None:
     """Reject a step that names unknown globals, locals or runs before anything is written."""
-    for g in [step.global_id, *step.prefix]:
+    for g in [step.global_id, *step.prefix] if step.global_id is not None else []:
         if g not in global_ids:
             raise UserError(f"step {step.id}: unknown global {g!r}; seed the memory or fix the id")
-    if local_parent is None:
+    if step.local_id is not None and local_parent is None:
         raise UserError(f"step {step.id}: unknown local {step.local_id!r}; seed the memory or fix the id")
-    if local_parent != step.global_id:
+    if step.local_id is not None and local_parent != step.global_id:
         raise UserError(f"step {step.id}: local {step.local_id!r} belongs to {local_parent!r}, not {step.global_id!r}")
     if not run_exists:
         raise UserError(f"step {step.id}: unknown run {step.run_id!r}; start the run first")

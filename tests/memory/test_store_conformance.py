@@ -316,3 +316,34 @@ def test_a_fresh_seed_already_ranks_by_the_transition_priors(store):
         store.record_step(make_step(i, ["memory_access"], "fusion", -1.0))
     after = {s.global_id: s for s in store.score(["memory_access"], params)}["fusion"]
     assert after.transition < after.base < prior  # twelve failures outweigh two pseudo-observations
+
+
+def test_a_step_without_a_direction_is_recorded_without_touching_the_htg(store):
+    """Baselines (feedback, flat, vanilla) choose no global: only the step is recorded."""
+    seeded(store)
+    before = store.export()
+    step = make_step(0, [], G[1], 0.5).model_copy(update={"global_id": None, "local_id": None})
+    assert store.record_step(step)
+    after = store.export()
+    assert (after.globals, after.locals, after.transitions) == (before.globals, before.locals, before.transitions)
+    assert store.get_steps("run-1") == [step]
+
+
+def test_a_step_without_a_local_moves_the_global_and_its_edges_only(store):
+    """htam-no-local chooses a global and no strategy."""
+    seeded(store)
+    locals_before = store.get_locals()
+    step = make_step(0, [G[0]], G[1], 0.5).model_copy(update={"local_id": None})
+    assert store.record_step(step)
+    assert store.get_locals() == locals_before
+    g1 = next(g for g in store.get_globals() if g.id == G[1])
+    edge = next(t for t in store.get_transitions() if (t.source, t.target) == (G[0], G[1]))
+    assert (g1.attempts, edge.n, edge.notes) == (1, 1, ["step 0"])
+
+
+def test_transitions_keep_the_newest_notes(store):
+    seeded(store)
+    for i in range(MAX_EVIDENCE + 3):
+        store.record_step(make_step(i, [G[0]], G[1], 0.0))
+    edge = next(t for t in store.get_transitions() if (t.source, t.target) == (G[0], G[1]))
+    assert edge.notes == [f"step {i}" for i in reversed(range(3, MAX_EVIDENCE + 3))]

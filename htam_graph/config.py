@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from htam_graph.errors import UserError
+from htam_graph.llm.settings import LLMSettings
 from htam_graph.vocab import MAX_DISTANCE
 
 
@@ -48,6 +49,8 @@ class Settings(BaseSettings):
     nvcc: Path | None = Field(None, description="nvcc to use; default: PATH, the PyPI nvcc, /usr/local/cuda")
     cuda_arch: str | None = Field(None, pattern=r"^sm_\d+a?$", description="e.g. sm_90; default: the GPU's")
     cache_dir: Path | None = Field(None, description="build cache root; default: the data folder")
+    # The LLM that writes kernels (htam optimize): HTAM_LLM__BACKEND, HTAM_LLM__MODEL, ...
+    llm: LLMSettings = Field(default_factory=LLMSettings)
 
     def store_kind(self) -> Literal["local", "neo4j"]:
         if self.store == "auto":

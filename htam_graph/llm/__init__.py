@@ -4,32 +4,8 @@ OpenAI-compatible endpoint, and scripted responses for reproducing a run.
 Dependencies point one way: base (the interface and records) <- retry, prices, settings
 <- api (what the HTTP backends share) <- anthropic_client, openai_client; script needs
 only base; factory picks one from LLMSettings.
+
+Nothing is imported here: htam_graph.config nests llm.settings, and every process that
+reads settings (GPU workers included, where the provider SDKs are not installed) must not
+pay for, or need, the SDKs. Import from the submodules.
 """
-
-from htam_graph.llm.base import (
-    Completion,
-    InvalidAnswer,
-    LLMClient,
-    LLMError,
-    LLMUnavailable,
-    Prompt,
-    RequestRejected,
-    Usage,
-)
-from htam_graph.llm.factory import make_client
-from htam_graph.llm.script import ScriptWriter
-from htam_graph.llm.settings import LLMSettings
-
-__all__ = [
-    "Completion",
-    "InvalidAnswer",
-    "LLMClient",
-    "LLMError",
-    "LLMSettings",
-    "LLMUnavailable",
-    "Prompt",
-    "RequestRejected",
-    "ScriptWriter",
-    "Usage",
-    "make_client",
-]

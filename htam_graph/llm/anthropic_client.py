@@ -48,7 +48,7 @@ class AnthropicClient(ApiClient):
         self._sdk.close()
 
     def _check_model(self) -> None:
-        self._call("model lookup", lambda: self._sdk.models.retrieve(self.model))
+        self._call("model lookup", lambda: self._sdk.models.retrieve(self.model), retry=False)
 
     def complete(self, prompt: Prompt, max_tokens: int | None = None) -> Completion:
         message = self._send(prompt, max_tokens)

@@ -17,7 +17,7 @@ from typing import TypeVar
 from htam_graph.errors import UserError
 from htam_graph.llm.base import LLMClient, LLMUnavailable, RequestRejected, Usage
 from htam_graph.llm.prices import find_price, load_prices, priced_usage
-from htam_graph.llm.retry import Failure, with_retries
+from htam_graph.llm.retry import Failure, RetryPolicy, with_retries
 from htam_graph.llm.settings import API_KEY_ENV, LLMSettings
 
 logger = logging.getLogger(__name__)
@@ -77,20 +77,20 @@ class ApiClient(LLMClient):
                 self.model,
             )
 
-    def _call(self, what: str, call: Callable[[], T]) -> T:
-        """`call()` with retries; what still fails becomes UserError, LLMUnavailable or
-        RequestRejected."""
+    def _call(self, what: str, call: Callable[[], T], retry: bool = True) -> T:
+        """`call()` with retries (none for the preflight: a run should not start by waiting
+        out backoffs for an endpoint that is down); what still fails becomes UserError,
+        LLMUnavailable or RequestRejected."""
+        policy = self.settings.retry_policy if retry else RetryPolicy(max_retries=0, backoff_s=0.0, backoff_max_s=0.0)
         try:
-            return with_retries(
-                call, policy=self.settings.retry_policy, classify=self._classify, what=f"{self.name} {what}"
-            )
+            return with_retries(call, policy=policy, classify=self._classify, what=f"{self.name} {what}")
         except Exception as e:
             failure = self._classify(e)
             if failure is None:
                 raise
-            raise self._error(failure) from e
+            raise self._error(failure, policy.max_retries) from e
 
-    def _error(self, failure: Failure) -> Exception:
+    def _error(self, failure: Failure, retries: int) -> Exception:
         where = f"{self.name} at {self.base_url}"
         status, message = failure.status, failure.message
         if status == 401:
@@ -103,8 +103,8 @@ class ApiClient(LLMClient):
             )
         if failure.transient:
             return LLMUnavailable(
-                f"{where}, model {self.model}: {status or 'no answer'}: {message} "
-                f"(gave up after {self.settings.max_retries} retries)"
+                f"{where}, model {self.model}: {status or 'no answer'}: {message}"
+                + (f" (gave up after {retries} retries)" if retries else "")
             )
         return RequestRejected(f"{where} rejected the request for model {self.model} ({status}: {message})")
 

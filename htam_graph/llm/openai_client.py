@@ -64,7 +64,7 @@ class OpenAIClient(ApiClient):
     def _check_model(self) -> None:
         """GET /models and look for the model: every compatible server lists its models, but
         not all (vLLM) answer GET /models/{id}."""
-        served = self._call("model list", lambda: [m.id for m in self._sdk.models.list()])
+        served = self._call("model list", lambda: [m.id for m in self._sdk.models.list()], retry=False)
         if self.model not in served:
             raise UserError(
                 f"{self.name} at {self.base_url} has no model {self.model!r} (it serves: "

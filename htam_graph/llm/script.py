@@ -65,6 +65,14 @@ class Script(BaseModel):
 
     responses: list[ScriptEntry] = []
 
+    def write(self, path: Path) -> None:
+        """Write the script atomically (a reader sees the old file or the new one), code
+        as literal blocks a person can read and edit."""
+        data = self.model_dump(mode="json", exclude_defaults=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(yaml.dump(data, Dumper=_BlockDumper, sort_keys=False, allow_unicode=True, width=1 << 16))
+        os.replace(tmp, path)
+
 
 class ScriptClient(LLMClient):
     """Replays a script file. Every `file` is read when the script loads, so a missing one
@@ -96,6 +104,23 @@ class ScriptClient(LLMClient):
         if entry.answer is None:
             return parse_answer(schema, completion), completion
         return validate_answer(schema, entry.answer, completion), completion
+
+    def remaining(self, template: str) -> int:
+        """Responses for `template` not replayed yet."""
+        with self._lock:
+            return len(self._queues.get(template, [])) - self._used.get(template, 0)
+
+    def skip(self, used: dict[str, int]) -> None:
+        """Mark responses as replayed already: a resumed run continues after the calls its
+        finished steps made (`used`: calls per template)."""
+        with self._lock:
+            for template, count in used.items():
+                if count > len(self._queues.get(template, [])):
+                    raise UserError(
+                        f"script {self.path} has {len(self._queues.get(template, []))} responses for "
+                        f"{template!r}, but the run being resumed already made {count} such calls"
+                    )
+                self._used[template] = count
 
     def _next(self, template: str) -> ScriptEntry:
         with self._lock:
@@ -133,10 +158,7 @@ class ScriptWriter:
             template=prompt.template, **response, reasoning=completion.reasoning, truncated=completion.truncated
         )
         self._script.responses.append(entry)
-        data = self._script.model_dump(mode="json", exclude_defaults=True)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text(yaml.dump(data, Dumper=_BlockDumper, sort_keys=False, allow_unicode=True, width=1 << 16))
-        os.replace(tmp, self.path)
+        self._script.write(self.path)
 
 
 class _BlockDumper(yaml.SafeDumper):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from htam_graph.llm import Prompt, Usage
+from htam_graph.llm.base import Prompt, Usage
 from htam_graph.templating import Rendered
 
 

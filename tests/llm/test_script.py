@@ -9,8 +9,10 @@ import pytest
 from pydantic import BaseModel
 
 from htam_graph.errors import UserError
-from htam_graph.llm import Completion, InvalidAnswer, LLMSettings, Prompt, ScriptWriter, Usage, make_client
-from htam_graph.llm.script import ScriptClient
+from htam_graph.llm.base import Completion, InvalidAnswer, Prompt, Usage
+from htam_graph.llm.factory import make_client
+from htam_graph.llm.script import ScriptClient, ScriptWriter
+from htam_graph.llm.settings import LLMSettings
 
 
 class Plan(BaseModel):

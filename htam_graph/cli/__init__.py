@@ -9,7 +9,7 @@ import sys
 import click
 
 from htam_graph import __version__
-from htam_graph.cli.common import settings_from_flags, settings_options
+from htam_graph.cli.common import settings_from_flags, settings_options, setup_logging
 from htam_graph.errors import UserError
 
 SUBCOMMANDS = {
@@ -17,6 +17,7 @@ SUBCOMMANDS = {
     "db": ("htam_graph.cli.db", "db"),
     "tasks": ("htam_graph.cli.tasks", "tasks"),
     "eval": ("htam_graph.cli.eval", "eval_cmd"),
+    "optimize": ("htam_graph.cli.optimize", "optimize"),
 }
 
 
@@ -33,9 +34,10 @@ class LazyGroup(click.Group):
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="htam")
+@click.option("-v", "--verbose", count=True, help="Say more: -v for progress details, -vv for debugging.")
 @settings_options
 @click.pass_context
-def cli(ctx: click.Context, **flags: object) -> None:
+def cli(ctx: click.Context, verbose: int, **flags: object) -> None:
     """HTAM: LLM-driven CUDA kernel optimization guided by a hierarchical
     transition-attended memory (the HTG) kept in Neo4j or a local file.
 
@@ -43,6 +45,7 @@ def cli(ctx: click.Context, **flags: object) -> None:
     in the working directory. Without HTAM_NEO4J_URI (or --store neo4j) the memory is
     the embedded SQLite file (HTAM_LOCAL_PATH).
     """
+    setup_logging(verbose)
     ctx.obj = settings_from_flags(flags)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -26,6 +27,21 @@ _FLAGS = [
     click.option("--neo4j-password", help="Neo4j password [env HTAM_NEO4J_PASSWORD]."),
     click.option("--neo4j-database", help="Neo4j database name [env HTAM_NEO4J_DATABASE]."),
 ]
+
+
+class _LevelFormatter(logging.Formatter):
+    """`warning: <message>`: retries, restarts and fallbacks read like the CLI's errors."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return f"{record.levelname.lower()}: {record.getMessage()}"
+
+
+def setup_logging(verbose: int) -> None:
+    """Warnings (retries, restarts, fallbacks) go to stderr; -v adds info, -vv debug."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(_LevelFormatter())
+    level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
+    logging.basicConfig(level=level, handlers=[handler], force=True)
 
 
 def settings_options(f: Callable) -> Callable:
@@ -57,8 +73,8 @@ def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]
         # free text wraps into the width that is left.
         if numeric:
             table.add_column(col, justify="right", no_wrap=True, min_width=len(col))
-        else:
-            table.add_column(col, no_wrap=i == 0)
+        else:  # text folds onto more lines rather than being cut to "fu…"
+            table.add_column(col, no_wrap=i == 0, overflow="fold")
     for row in rows:
         table.add_row(*(_cell(v) for v in row))
     console.print(table)

@@ -1,0 +1,449 @@
+"""The HTAM optimization loop: one run of one task over T steps (docs/method.md).
+
+Each step: state synthesis, a direction (global) chosen by the method, a strategy (local)
+chosen by the LLM among the global's locals, the next candidate written by the LLM and
+judged by the evaluator (one repair after a compile error), a reflection, and the memory
+update in one transaction. A step is written to the run folder before it reaches the
+memory, and the memory ignores a step it already holds, so a run killed at any point
+resumes without redoing or double-counting a finished step.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from htam_graph.config import ScoringParams
+from htam_graph.llm.base import InvalidAnswer, LLMClient, Prompt, Usage
+from htam_graph.llm.script import Script, ScriptClient, ScriptEntry
+from htam_graph.loop.evaluators import CandidateEvaluator
+from htam_graph.loop.extract import extract_candidate
+from htam_graph.loop.records import (
+    Attempt,
+    CallRecord,
+    RunManifest,
+    RunSummary,
+    StepRecord,
+    TrajectoryStep,
+    atomic_write,
+)
+from htam_graph.loop.state import (
+    Candidate,
+    GlobalView,
+    LocalView,
+    PathEntry,
+    RetrievedStep,
+    StepState,
+    TaskContext,
+    TransitionView,
+)
+from htam_graph.memory.models import GlobalScore, StepUpdate, TaskRecord, utcnow
+from htam_graph.memory.store import MemoryStore
+from htam_graph.policy.policy import SoftmaxPolicy, with_probabilities
+from htam_graph.runner.models import EvalResult, Feedback
+from htam_graph.tasks import Task
+from htam_graph.templating import Rendered, render
+from htam_graph.vocab import MAX_DISTANCE, Method, Verdict
+
+log = logging.getLogger(__name__)
+
+CODE_MAX_TOKENS = 16000
+CHOICE_MAX_TOKENS = 1000
+NOTE_MAX_TOKENS = 300
+FLAT_TOP_K = 5  # past steps the flat-memory baseline shows
+HIERARCHY_FREE_LOCALS = 8  # locals htam-no-hierarchy offers, ranked by their own record
+REPAIRABLE = {Verdict.COMPILE_ERROR}
+
+# Which methods choose what (docs/method.md, "Methods").
+SCORED = {Method.HTAM, Method.HTAM_NO_PREFIX, Method.HTAM_NO_LOCAL}
+CHOOSES_LOCAL = {Method.HTAM, Method.HTAM_NO_PREFIX, Method.HTAM_NO_HIERARCHY}
+
+
+class LocalChoice(BaseModel):
+    """The LLM's structured answer to select_local.j2."""
+
+    local_id: str = Field(description="the id of the chosen strategy")
+    reason: str = Field("", description="one sentence on why")
+
+
+class Direction(BaseModel):
+    """What the method chose for this step."""
+
+    glob: GlobalView | None = None
+    local: LocalView | None = None
+    local_fallback: bool = False
+    scores: list[GlobalScore] = Field(default_factory=list)
+    transitions: list[TransitionView] = Field(default_factory=list)
+    retrieved: list[RetrievedStep] = Field(default_factory=list)
+
+
+class Optimizer:
+    """One run. `observe` is called after every finished step (the CLI's live view)."""
+
+    def __init__(
+        self,
+        *,
+        store: MemoryStore,
+        client: LLMClient,
+        evaluator: CandidateEvaluator,
+        task: Task,
+        context: TaskContext,
+        manifest: RunManifest,
+        folder: Path,
+        max_cost: float | None = None,
+        observe: Callable[[StepRecord, RunSummary], None] | None = None,
+    ) -> None:
+        self.store, self.client, self.evaluator = store, client, evaluator
+        self.task, self.context, self.manifest, self.folder = task, context, manifest, folder
+        self.run_record = manifest.run
+        self.method = self.run_record.method
+        self.params: ScoringParams = self.run_record.config.scoring
+        self.max_cost = max_cost
+        self.observe = observe
+        self.policy = SoftmaxPolicy(self.run_record.seed, self.run_record.id, self.params.tau)
+        self.steps: list[StepRecord] = []
+        self._calls: list[CallRecord] = []  # of the step in progress
+
+    @property
+    def planned(self) -> int:
+        return 1 if self.method == Method.VANILLA else self.run_record.config.steps
+
+    # -- the run ------------------------------------------------------------------------
+    def run(self) -> RunSummary:
+        self.store.start_run(self.run_record, TaskRecord(id=self.task.id, name=self.task.name, sha256=self.task.sha256))
+        self.steps = load_steps(self.folder)
+        for done in self.steps:  # a step persisted just before a kill may not have reached the memory
+            self.store.record_step(done.update)
+        if self.steps and isinstance(self.client, ScriptClient):
+            self.client.skip(_calls_per_template(self.steps))
+        stopped = "done"
+        for index in range(len(self.steps), self.planned):
+            if self.max_cost is not None and (self.usage().cost_usd or 0.0) >= self.max_cost:
+                stopped = f"max cost ${self.max_cost:g} reached"
+                break
+            record = self._step(index)
+            self._persist(record)
+            self.store.record_step(record.update)
+            self.steps.append(record)
+            if self.observe:
+                self.observe(record, self.summary("running"))
+        summary = self.summary(stopped)
+        atomic_write(self.folder / "trajectory.json", summary.model_dump_json(indent=1))
+        return summary
+
+    def usage(self) -> Usage:
+        total = Usage()
+        for step in self.steps:
+            total = total + step.usage
+        return total
+
+    def summary(self, stopped: str) -> RunSummary:
+        best = max((s for s in self.steps if s.verdict == Verdict.OK), key=lambda s: s.speedup or 0.0, default=None)
+        best_speedup = max([1.0, *(s.best_after for s in self.steps)])
+        return RunSummary(
+            run_id=self.run_record.id,
+            task_id=self.task.id,
+            method=self.method,
+            evaluator=self.manifest.evaluator,
+            device=self.manifest.device,
+            folder=str(self.folder),
+            steps_done=len(self.steps),
+            steps_planned=self.planned,
+            best_speedup=best_speedup,
+            best_step=best.index if best is not None and best.best_after > 1.0 else None,
+            correct=best is not None,
+            usage=self.usage(),
+            stopped=stopped,
+            trajectory=[
+                TrajectoryStep(
+                    index=s.index,
+                    global_id=s.global_id,
+                    local_id=s.local_id,
+                    verdict=s.verdict,
+                    speedup=s.speedup,
+                    reward=s.update.reward,
+                    best_after=s.best_after,
+                    cost_usd=s.usage.cost_usd,
+                    note=s.note,
+                )
+                for s in self.steps
+            ],
+        )
+
+    # -- one step -----------------------------------------------------------------------
+    def _step(self, index: int) -> StepRecord:
+        started = utcnow()
+        self._calls = []
+        state = self._state(index)
+        direction = self._direction(state)
+        attempts = [self._generate(state, direction)]
+        first = attempts[0]
+        if first.result is not None and first.result.verdict in REPAIRABLE and first.source is not None:
+            attempts.append(self._repair(state, first.source, first.result))
+        final = attempts[-1]
+        feedback = _feedback(final)
+        best_before = state.best.speedup
+        speedup = feedback.speedup_eager if feedback.verdict == Verdict.OK else None
+        best_after = max(best_before, speedup) if speedup is not None else best_before
+        note = self._reflect(direction, final, feedback, best_before, best_after)
+        update = StepUpdate(
+            id=f"{self.run_record.id}:{index}",
+            run_id=self.run_record.id,
+            task_id=self.task.id,
+            index=index,
+            prefix=self._prefix() if direction.glob is not None else [],
+            global_id=direction.glob.id if direction.glob else None,
+            local_id=direction.local.id if direction.local else None,
+            verdict=feedback.verdict,
+            candidate_sha256=_sha256(final.source) if final.source is not None else None,
+            parent_id=f"{self.run_record.id}:{state.best.step_index}" if state.best.step_index is not None else None,
+            speedup=speedup,
+            best_before=best_before,
+            best_after=best_after,
+            error_class=_error_class(final.result),
+            note=note,
+            scores={s.global_id: s.score for s in direction.scores},
+        )
+        return StepRecord(
+            index=index,
+            started_at=started,
+            scores=update.scores,
+            probabilities={s.global_id: s.probability or 0.0 for s in direction.scores},
+            global_id=update.global_id,
+            local_id=update.local_id,
+            local_fallback=direction.local_fallback,
+            calls=self._calls,
+            attempts=attempts,
+            verdict=feedback.verdict,
+            speedup=speedup,
+            best_before=best_before,
+            best_after=best_after,
+            note=note,
+            update=update,
+        )
+
+    def _state(self, index: int) -> StepState:
+        best_step = max(
+            (s for s in self.steps if s.verdict == Verdict.OK and s.best_after > s.best_before),
+            key=lambda s: s.best_after,
+            default=None,
+        )
+        last = self.steps[-1] if self.steps else None
+        best = Candidate(step_index=None, source=None, speedup=1.0, feedback=None)
+        if best_step is not None:
+            best = Candidate(
+                step_index=best_step.index,
+                source=best_step.final.source,
+                speedup=best_step.best_after,
+                feedback=_feedback(best_step.final),
+            )
+        return StepState(
+            method=self.method,
+            task=self.context,
+            step_index=index,
+            steps=self.planned,
+            best=best,
+            last=_feedback(last.final) if last is not None and last is not best_step else None,
+            path=[PathEntry.of(s.update) for s in self.steps],
+        )
+
+    def _prefix(self) -> list[str]:
+        """The run's chosen globals, most recent first (p_1 first)."""
+        chosen = [s.global_id for s in reversed(self.steps) if s.global_id is not None]
+        return chosen[:MAX_DISTANCE]
+
+    # -- direction ------------------------------------------------------------------------
+    def _direction(self, state: StepState) -> Direction:
+        if self.method in SCORED:
+            prefix = [] if self.method == Method.HTAM_NO_PREFIX else self._prefix()
+            scores = with_probabilities(self.store.score(prefix, self.params), self.params.tau)
+            chosen = self.policy.choose(scores, state.step_index)
+            glob = next(g for g in self.store.get_globals() if g.id == chosen.global_id)
+            direction = Direction(
+                glob=GlobalView.of(glob, chosen), scores=scores, transitions=self._transitions(glob.id, prefix)
+            )
+            if self.method in CHOOSES_LOCAL:
+                locals_ = [LocalView.of(loc) for loc in self.store.get_locals(glob.id)]
+                direction.local, direction.local_fallback = self._choose_local(state, direction, locals_)
+            return direction
+        if self.method == Method.HTAM_NO_HIERARCHY:
+            ranked = sorted(
+                (LocalView.of(loc) for loc in self.store.get_locals()),
+                key=lambda v: -v.shrunk_mean_reward(self.params.alpha),
+            )[:HIERARCHY_FREE_LOCALS]
+            local, fallback = self._choose_local(state, Direction(), ranked)
+            glob = next(g for g in self.store.get_globals() if g.id == local.global_id)
+            return Direction(glob=GlobalView.of(glob), local=local, local_fallback=fallback)
+        if self.method == Method.FLAT:
+            return Direction(retrieved=self._similar_steps())
+        return Direction()
+
+    def _transitions(self, target: str, prefix: list[str]) -> list[TransitionView]:
+        edges = {(t.source, t.target): t for t in self.store.get_transitions() if t.target == target}
+        views = []
+        for k, source in enumerate(prefix[: self.params.K], start=1):
+            if (edge := edges.get((source, target))) is not None:
+                views.append(TransitionView.of(edge, k))
+        return views
+
+    def _choose_local(self, state: StepState, direction: Direction, locals_: list[LocalView]) -> tuple[LocalView, bool]:
+        """The LLM's choice among `locals_`; one retry, then the best by its own record."""
+        if not locals_:
+            raise ValueError("a global without locals: seed the memory (htam memory seed)")
+        by_id = {loc.id: loc for loc in locals_}
+        user = render(
+            "select_local", state=state, glob=direction.glob, transitions=direction.transitions, locals=locals_
+        )
+        prompt = self._prompt(user, with_contract=False)
+        for _attempt in range(2):
+            try:
+                answer, completion = self.client.structured(prompt, LocalChoice, CHOICE_MAX_TOKENS)
+            except InvalidAnswer as bad:
+                self._calls.append(CallRecord.of(prompt, bad.completion, error=bad.reason))
+                continue
+            if answer.local_id in by_id:
+                self._calls.append(CallRecord.of(prompt, completion))
+                return by_id[answer.local_id], False
+            error = f"{answer.local_id!r} is not one of the offered strategies"
+            self._calls.append(CallRecord.of(prompt, completion, error=error))
+        fallback = max(locals_, key=lambda v: v.shrunk_mean_reward(self.params.alpha))
+        log.warning(
+            "step %d: no valid strategy choice after a retry; took %s by its record", state.step_index, fallback.id
+        )
+        return fallback, True
+
+    def _similar_steps(self) -> list[RetrievedStep]:
+        """The flat baseline's memory: past steps of this task first, then others, best first."""
+        past = [s for s in self.store.get_steps() if s.run_id != self.run_record.id]
+        past.sort(key=lambda s: (s.task_id != self.task.id, -s.reward))
+        return [
+            RetrievedStep(task_id=s.task_id, local_id=s.local_id, verdict=s.verdict, speedup=s.speedup, note=s.note)
+            for s in past[:FLAT_TOP_K]
+        ]
+
+    # -- candidates -----------------------------------------------------------------------
+    def _generate(self, state: StepState, direction: Direction) -> Attempt:
+        user = render(
+            "generate",
+            state=state,
+            glob=direction.glob,
+            transitions=direction.transitions,
+            local=direction.local,
+            retrieved=direction.retrieved,
+        )
+        return self._attempt(self._prompt(user, with_contract=True))
+
+    def _repair(self, state: StepState, source: str, result: EvalResult) -> Attempt:
+        user = render("repair", state=state, source=source, errors=result.errors)
+        return self._attempt(self._prompt(user, with_contract=True))
+
+    def _attempt(self, prompt: Prompt) -> Attempt:
+        completion = self.client.complete(prompt, CODE_MAX_TOKENS)
+        self._calls.append(CallRecord.of(prompt, completion))
+        source = extract_candidate(completion.text)
+        if source is None:
+            return Attempt(source=None, result=None)
+        return Attempt(source=source, result=self.evaluator.evaluate(self.task, source))
+
+    def _reflect(
+        self, direction: Direction, final: Attempt, feedback: Feedback, best_before: float, best_after: float
+    ) -> str:
+        values = {
+            "task_id": self.task.id,
+            "global_id": direction.glob.id if direction.glob else None,
+            "local_id": direction.local.id if direction.local else None,
+            "feedback": feedback,
+            "best_before": round(best_before, 3),
+            "best_after": round(best_after, 3),
+        }
+        if not self._writes_notes() or final.source is None:
+            return render("reflection_fallback", **values).text.strip()
+        prompt = self._prompt(render("reflect", source=final.source, **values), with_contract=False)
+        completion = self.client.complete(prompt, NOTE_MAX_TOKENS)
+        self._calls.append(CallRecord.of(prompt, completion))
+        return " ".join(completion.text.split())[:600]
+
+    def _writes_notes(self) -> bool:
+        """LLM backends write reflections; a script only when it recorded some."""
+        if isinstance(self.client, ScriptClient):
+            return self.client.remaining("reflect") > 0
+        return self.client.name in ("anthropic", "openai")
+
+    def _prompt(self, user: Rendered, with_contract: bool) -> Prompt:
+        system = [render("system", target=self.manifest.target)]
+        static: list[Rendered] = []
+        if with_contract:
+            static.append(render("native_contract"))
+        if self.method not in (Method.VANILLA, Method.FEEDBACK, Method.FLAT):
+            static.append(render("memory_bank", globals=self.store.get_globals()))
+        return Prompt.build(user=user, system=system, static=static)
+
+    # -- the run folder -------------------------------------------------------------------
+    def _persist(self, record: StepRecord) -> None:
+        """The step's files, then (after this returns) the memory: see the module docstring."""
+        name = f"{record.index:03d}"
+        if record.final.source is not None:
+            atomic_write(self.folder / "candidates" / f"{name}.py", record.final.source)
+        if record.best_after > record.best_before and record.final.source is not None:
+            atomic_write(self.folder / "best.py", record.final.source)
+        atomic_write(self.folder / "steps" / f"{name}.json", record.model_dump_json(indent=1))
+        steps = [*self.steps, record]
+        entries = [
+            ScriptEntry(template=call.template, text=call.text, reasoning=call.reasoning)
+            for step in steps
+            for call in step.calls
+        ]
+        Script(responses=entries).write(self.folder / "responses.yaml")
+
+
+def load_steps(folder: Path) -> list[StepRecord]:
+    """The steps a run folder holds, in order (a resumed run continues after the last)."""
+    records = [StepRecord.model_validate_json(p.read_text()) for p in sorted((folder / "steps").glob("*.json"))]
+    for expected, record in enumerate(records):
+        if record.index != expected:
+            raise ValueError(f"{folder}/steps: step {expected} is missing (found step {record.index})")
+    return records
+
+
+def _calls_per_template(steps: list[StepRecord]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for step in steps:
+        for call in step.calls:
+            counts[call.template] = counts.get(call.template, 0) + 1
+    return counts
+
+
+def _feedback(attempt: Attempt) -> Feedback:
+    if attempt.result is None:
+        return Feedback(
+            verdict=Verdict.NO_CANDIDATE,
+            errors="the answer held no Python file defining ModelNew",
+            cheats=[],
+            max_abs_error=None,
+            max_rel_error=None,
+            candidate_ms=None,
+            candidate_host_ms=None,
+            eager_ms=None,
+            compile_ms=None,
+            speedup_eager=None,
+            speedup_compile=None,
+            suspicious=False,
+            roofline=None,
+        )
+    return Feedback.of(attempt.result)
+
+
+def _error_class(result: EvalResult | None) -> str | None:
+    if result is None:
+        return Verdict.NO_CANDIDATE.value
+    if result.cheats:
+        return result.cheats[0].kind.value
+    return None if result.verdict == Verdict.OK else result.verdict.value
+
+
+def _sha256(source: str) -> str:
+    return hashlib.sha256(source.encode("utf-8")).hexdigest()

@@ -1,0 +1,146 @@
+"""What a run writes down, step by step: the run folder's records.
+
+A run folder (`<out>/<run id>/`) holds `run.json` (the manifest), `steps/NNN.json` (one
+record per completed step, written atomically before the step reaches the memory),
+`candidates/NNN.py` (each step's code), `best.py` (the best kernel, a ready-to-use
+`ModelNew` file), `trajectory.json` (the run at a glance) and `responses.yaml` (every LLM
+answer in the script backend's format, so `--llm script` replays the run exactly).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from datetime import datetime
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from htam_graph.llm.base import Completion, Prompt, Usage
+from htam_graph.memory.models import RunRecord, StepUpdate, utcnow
+from htam_graph.runner.models import EvalResult
+from htam_graph.vocab import Method, Verdict
+
+
+class CallRecord(BaseModel):
+    """One LLM call: which templates (name, version, hash) made the prompt, what came back."""
+
+    template: str
+    templates: list[str] = Field(description="name@version of every template in the prompt")
+    prompt_sha256: str
+    text: str
+    reasoning: str | None
+    usage: Usage
+    model: str
+    error: str | None = Field(None, description="why the answer was not usable (then retried or fallen back)")
+
+    @classmethod
+    def of(cls, prompt: Prompt, completion: Completion, error: str | None = None) -> CallRecord:
+        return cls(
+            template=prompt.template,
+            templates=[f"{r.name}@v{r.version}" for r in prompt.rendered],
+            prompt_sha256=prompt.sha256,
+            text=completion.text,
+            reasoning=completion.reasoning,
+            usage=completion.usage,
+            model=completion.model,
+            error=error,
+        )
+
+
+class Attempt(BaseModel):
+    """One candidate of a step and its judgement (a repair is a second attempt)."""
+
+    source: str | None = Field(description="None: the answer held no code")
+    result: EvalResult | None = Field(description="None when there was no candidate to judge")
+
+
+class StepRecord(BaseModel):
+    """Everything one step did, as persisted in steps/NNN.json."""
+
+    index: int
+    started_at: datetime
+    finished_at: datetime = Field(default_factory=utcnow)
+    scores: dict[str, float] = Field(default_factory=dict, description="S(g) of every global at decision time")
+    probabilities: dict[str, float] = Field(default_factory=dict)
+    global_id: str | None
+    local_id: str | None
+    local_fallback: bool = Field(False, description="the local was taken by score after invalid answers")
+    calls: list[CallRecord]
+    attempts: list[Attempt]
+    verdict: Verdict
+    speedup: float | None
+    best_before: float
+    best_after: float
+    note: str
+    update: StepUpdate = Field(description="what the step wrote to the memory")
+
+    @property
+    def usage(self) -> Usage:
+        total = Usage()
+        for call in self.calls:
+            total = total + call.usage
+        return total
+
+    @property
+    def final(self) -> Attempt:
+        return self.attempts[-1]
+
+
+class RunManifest(BaseModel):
+    """run.json: the run's identity and full configuration."""
+
+    run: RunRecord
+    task_path: str
+    task_sha256: str
+    llm: str = Field(description="backend:model")
+    evaluator: str = Field(description="gpu, stand-in or replay")
+    device: str = Field(description="what judged the candidates, as every output shows it")
+    target: str = Field(description="the GPU the kernels are written for, as the prompts name it")
+    htam_version: str
+
+
+class TrajectoryStep(BaseModel):
+    index: int
+    global_id: str | None
+    local_id: str | None
+    verdict: Verdict
+    speedup: float | None
+    reward: float
+    best_after: float
+    cost_usd: float | None
+    note: str
+
+
+class RunSummary(BaseModel):
+    """trajectory.json, and what `htam optimize --json` prints."""
+
+    run_id: str
+    task_id: str
+    method: Method
+    evaluator: str
+    device: str
+    folder: str
+    steps_done: int
+    steps_planned: int
+    best_speedup: float = Field(description="1.0 when no candidate beat the reference")
+    best_step: int | None
+    correct: bool = Field(description="some candidate was judged ok")
+    usage: Usage
+    stopped: str = Field(description="why the run ended: done, max cost, ...")
+    trajectory: list[TrajectoryStep]
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Write via a temporary file and a rename: a reader sees the old file or the new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

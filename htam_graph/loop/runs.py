@@ -1,0 +1,105 @@
+"""Starting and resuming runs: run ids, run folders, the manifest, the task's context.
+
+Everything here is checked before any LLM call or evaluation, so bad input (an unknown
+run, a resume of another task) is one clear error with nothing written.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from pathlib import Path
+
+from htam_graph import __version__
+from htam_graph.errors import UserError
+from htam_graph.loop.records import RunManifest, atomic_write
+from htam_graph.loop.state import TaskContext
+from htam_graph.memory.models import RunConfig, RunRecord
+from htam_graph.tasks import Task, task_dtype
+from htam_graph.vocab import Method
+
+MANIFEST = "run.json"
+
+
+RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+def check_run_id(run_id: str) -> str:
+    """A run id names a folder and a graph node: letters, digits, '.', '_', '-'."""
+    if not RUN_ID.fullmatch(run_id):
+        raise UserError(
+            f"--run-id {run_id!r}: use 1-128 letters, digits, '.', '_' or '-' (starting with a letter or digit)"
+        )
+    return run_id
+
+
+def new_run_id(task: Task, method: Method, seed: int) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "-", task.id.lower()).strip("-")
+    return f"{slug}-{method.value}-s{seed}-{secrets.token_hex(3)}"
+
+
+def create_run(
+    *,
+    out: Path,
+    task: Task,
+    method: Method,
+    seed: int,
+    config: RunConfig,
+    llm: str,
+    evaluator: str,
+    device: str,
+    target: str,
+    run_id: str | None = None,
+) -> tuple[RunManifest, Path]:
+    """A new run folder with its manifest (`run_id`: a name of the user's, else a fresh one)."""
+    run_id = run_id or new_run_id(task, method, seed)
+    if (out / run_id).exists():
+        raise UserError(f"--run-id {run_id}: {out / run_id} exists already; resume it with --resume {run_id}")
+    run = RunRecord(id=run_id, task_id=task.id, method=method, seed=seed, config=config)
+    manifest = RunManifest(
+        run=run,
+        task_path=str(task.path),
+        task_sha256=task.sha256,
+        llm=llm,
+        evaluator=evaluator,
+        device=device,
+        target=target,
+        htam_version=__version__,
+    )
+    folder = out / run.id
+    folder.mkdir(parents=True)
+    atomic_write(folder / MANIFEST, manifest.model_dump_json(indent=1))
+    return manifest, folder
+
+
+def open_run(out: Path, run_id: str, task: Task) -> tuple[RunManifest, Path]:
+    """A run to resume: it must exist under `out` and be a run of this very task file."""
+    folder = out / run_id
+    path = folder / MANIFEST
+    if not path.is_file():
+        known = sorted(p.parent.name for p in out.glob(f"*/{MANIFEST}"))[-5:]
+        hint = f"; runs in {out}: {', '.join(known)}" if known else f"; {out} holds no runs (pass --out)"
+        raise UserError(f"--resume {run_id}: no such run in {out}{hint}")
+    manifest = RunManifest.model_validate_json(path.read_text())
+    if manifest.run.task_id != task.id:
+        raise UserError(
+            f"--resume {run_id}: that run optimizes {manifest.run.task_id}, not {task.id}; give the run's own task"
+        )
+    if manifest.task_sha256 != task.sha256:
+        raise UserError(
+            f"--resume {run_id}: {task.path} changed since the run started (sha256 {manifest.task_sha256[:12]}, "
+            f"now {task.sha256[:12]}); resume with the file the run started with"
+        )
+    return manifest, folder
+
+
+def task_context(task: Task) -> TaskContext:
+    """The task's dtype and input shapes (get_inputs() on the meta device: no memory)."""
+    import torch  # the task module needs torch anyway; `htam --help` should not
+
+    module = task.load_module()
+    with torch.device("meta"):
+        inputs = module.get_inputs()
+    shapes = [list(x.shape) for x in inputs if isinstance(x, torch.Tensor)]
+    dtype = str(task_dtype(module)).removeprefix("torch.")
+    return TaskContext(id=task.id, name=task.name, source=task.source, dtype=dtype, input_shapes=shapes)

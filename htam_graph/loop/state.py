@@ -1,0 +1,190 @@
+"""What the LLM sees at a step: the state s_t and the memories, as plain models.
+
+The prompt templates render these under StrictUndefined, so every field is always present
+(None or empty when it does not apply). They are views built from the store's records
+and the runner's feedback; nothing here talks to a database or a GPU.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from htam_graph.memory.models import Evidence, GlobalNode, GlobalScore, LocalNode, StepUpdate, Transition
+from htam_graph.memory.outcome import COUNTER_NAMES, Counters
+from htam_graph.runner.models import Feedback
+from htam_graph.vocab import Method, Verdict
+
+EVIDENCE_SHOWN = 3  # newest evidence entries of each sign a prompt shows per local
+
+
+class TaskContext(BaseModel):
+    """The task as the prompts describe it."""
+
+    id: str
+    name: str
+    source: str = Field(description="the KernelBench-format task file")
+    dtype: str = Field(description="dtype of the first floating-point input, e.g. float32")
+    input_shapes: list[list[int]] = Field(description="shapes of get_inputs()'s tensors")
+
+
+class Outcomes(BaseModel):
+    """A node's or an edge's statistics, as rates a reader takes in at a glance."""
+
+    attempts: int
+    success_rate: float | None
+    mean_reward: float | None
+    failures: dict[str, int] = Field(description="the failure counters that are not zero")
+
+    @classmethod
+    def of(cls, attempts: int, reward_sum: float, counters: Counters) -> Outcomes:
+        failures = {k: n for k in COUNTER_NAMES if k != "successes" and (n := getattr(counters, k))}
+        return cls(
+            attempts=attempts,
+            success_rate=counters.successes / attempts if attempts else None,
+            mean_reward=reward_sum / attempts if attempts else None,
+            failures=failures,
+        )
+
+
+class GlobalView(BaseModel):
+    id: str
+    name: str
+    intent: str
+    goals: list[str]
+    triggers: list[str]
+    risks: list[str]
+    prior: float
+    trend: float
+    outcomes: Outcomes
+    score: float | None = Field(None, description="S(g) for the run's prefix")
+    probability: float | None = Field(None, description="P(g) under the policy")
+
+    @classmethod
+    def of(cls, g: GlobalNode, score: GlobalScore | None = None) -> GlobalView:
+        return cls(
+            id=g.id,
+            name=g.name,
+            intent=g.intent,
+            goals=g.goals,
+            triggers=g.triggers,
+            risks=g.risks,
+            prior=g.prior,
+            trend=g.trend,
+            outcomes=Outcomes.of(g.attempts, g.reward_sum, g),
+            score=score.score if score else None,
+            probability=score.probability if score else None,
+        )
+
+
+class LocalView(BaseModel):
+    id: str
+    global_id: str
+    name: str
+    pattern: str
+    checks: list[str]
+    pitfalls: list[str]
+    applies_to: list[str]
+    outcomes: Outcomes
+    positive: list[Evidence] = Field(description="newest first")
+    negative: list[Evidence] = Field(description="newest first")
+
+    @classmethod
+    def of(cls, loc: LocalNode) -> LocalView:
+        return cls(
+            id=loc.id,
+            global_id=loc.global_id,
+            name=loc.name,
+            pattern=loc.pattern,
+            checks=loc.checks,
+            pitfalls=loc.pitfalls,
+            applies_to=[f.value for f in loc.applies_to],
+            outcomes=Outcomes.of(loc.attempts, loc.reward_sum, loc),
+            positive=loc.positive[:EVIDENCE_SHOWN],
+            negative=loc.negative[:EVIDENCE_SHOWN],
+        )
+
+    def shrunk_mean_reward(self, alpha: float) -> float:
+        """The local's own utility, shrunk toward 0 like B(g): the fallback's ranking."""
+        attempts = self.outcomes.attempts
+        return (self.outcomes.mean_reward or 0.0) * attempts / (attempts + alpha)
+
+
+class TransitionView(BaseModel):
+    """An edge from a global of the recent path to the chosen global."""
+
+    source: str
+    target: str
+    distance: int = Field(description="how many steps back the source stands in the path (1: the last step)")
+    when: str
+    rationale: str
+    risks: list[str]
+    prior: float
+    outcomes: Outcomes
+
+    @classmethod
+    def of(cls, t: Transition, distance: int) -> TransitionView:
+        return cls(
+            source=t.source,
+            target=t.target,
+            distance=distance,
+            when=t.when,
+            rationale=t.rationale,
+            risks=t.risks,
+            prior=t.prior,
+            outcomes=Outcomes.of(t.n, t.reward_sum, t),
+        )
+
+
+class PathEntry(BaseModel):
+    """An earlier step of this run, as the next step's prompts show it."""
+
+    index: int
+    global_id: str | None
+    local_id: str | None
+    verdict: Verdict
+    speedup: float | None
+    reward: float
+    note: str
+
+    @classmethod
+    def of(cls, step: StepUpdate) -> PathEntry:
+        return cls(
+            index=step.index,
+            global_id=step.global_id,
+            local_id=step.local_id,
+            verdict=step.verdict,
+            speedup=step.speedup,
+            reward=step.reward,
+            note=step.note,
+        )
+
+
+class RetrievedStep(BaseModel):
+    """A past step of any run, shown by the flat-memory baseline."""
+
+    task_id: str
+    local_id: str | None
+    verdict: Verdict
+    speedup: float | None
+    note: str
+
+
+class Candidate(BaseModel):
+    """The run's best candidate so far (the reference itself before any ok step)."""
+
+    step_index: int | None = Field(description="None: the PyTorch reference")
+    source: str | None
+    speedup: float = Field(description="against eager; 1.0 for the reference")
+    feedback: Feedback | None
+
+
+class StepState(BaseModel):
+    """s_t: everything a step's prompts are rendered from."""
+
+    method: Method
+    task: TaskContext
+    step_index: int
+    steps: int
+    best: Candidate
+    last: Feedback | None = Field(description="the previous step's feedback, when that step did not set the best")
+    path: list[PathEntry] = Field(description="earlier steps, oldest first")

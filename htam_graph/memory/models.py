@@ -176,7 +176,7 @@ class StepUpdate(Record):
     speedup: float | None = Field(None, gt=0, description="this candidate's speedup (ok verdicts only)")
     best_before: float | None = Field(None, gt=0, description="the run's best speedup before this step")
     best_after: float | None = Field(None, gt=0, description="the run's best speedup after this step")
-    reward: float = Field(ge=-1.0, le=1.0)
+    reward: float = Field(0.0, ge=-1.0, le=1.0, description="always the verdict's (filled in when not given)")
     error_class: str | None = None
     note: str = ""
     scores: dict[str, float] = Field(default_factory=dict, description="S(g) at decision time")

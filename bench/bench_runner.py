@@ -1,13 +1,21 @@
 """Benchmark of the runner on the built-in suite's honest native candidates (needs a GPU).
 
 Measures: cold nvcc build time per candidate (empty cache; goal <= 1.5 s), warm (cached)
-build time, evaluations per minute per GPU over the suite (goal >= 30), repeatability
+build time, evaluations per minute per GPU over the suite (goal >= 60), repeatability
 (the suite evaluated --passes times: median difference of the candidate's median time
-between the first and the last pass, and between consecutive passes; goal <= 2%),
-and each task's speedup over eager PyTorch (and torch.compile with --compile-reference).
-Prints a table and writes bench/results/runner-<date>-<gpu>.json.
+between the first and the last pass, and between consecutive passes; goal <= 2%), the
+cost of a fresh process per candidate (fork to CUDA ready, and how long a job waited for
+it), and each task's speedup over eager PyTorch (and torch.compile with --compile-reference).
 
-    PYTHONPATH=. python3 bench/bench_runner.py [--trials 100] [--compile-reference] [--load-inline]
+With --kernelbench DIR (a KernelBench checkout's KernelBench folder, or a copy of some of
+its level<N> files): every task there is prepared the way the referee prepares it (model,
+all input sets and probes, the float64 reference, reference timing, the comparison) and
+its time and peak GPU memory recorded; the tasks that have an honest candidate (under
+tests/runner/kernelbench/, or a suite candidate for the same operator) are judged in full.
+
+Prints tables and writes bench/results/runner-<date>-<gpu>.json.
+
+    PYTHONPATH=. python3 bench/bench_runner.py [--trials 100] [--passes 3] [--kernelbench DIR]
 """
 
 from __future__ import annotations
@@ -15,75 +23,66 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import json
-import os
 import statistics
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
 from rich.table import Table
 
+from htam_graph.runner.build import BuildSettings, build_cubin, build_many
+from htam_graph.runner.evaluate import Evaluator
+from htam_graph.runner.formats import static_cuda_sources
+from htam_graph.runner.jobs import EvalConfig
+from htam_graph.runner.models import EvalResult
+from htam_graph.tasks import Task, load_tasks, resolve_task
+
 REPO = Path(__file__).resolve().parents[1]
 CANDIDATES = REPO / "bench" / "candidates"
+KERNELBENCH_CANDIDATES = REPO / "tests" / "runner" / "kernelbench"
 LOAD_INLINE = REPO / "tests" / "runner" / "fixtures" / "relu_load_inline.py"
+# KernelBench tasks a suite candidate answers as written (same operator and constructor).
+SUITE_ANSWERS = {
+    "level1/23_Softmax": "level1/7_Softmax",
+    "level1/40_LayerNorm": "level1/9_LayerNorm",
+    "level1/47_Sum_reduction_over_a_dimension": "level1/4_Sum_reduction_dim",
+}
 
 
-def honest_pairs() -> list[tuple[str, Path]]:
-    """(task id, candidate file): bench/candidates/<level>/<task>.py answers <level>/<task>."""
-    return [(f"{p.parent.name}/{p.stem}", p) for p in sorted(CANDIDATES.glob("level*/*.py"))]
+def honest_pairs() -> list[tuple[Task, Path]]:
+    """(task, candidate file): bench/candidates/<level>/<task>.py answers <level>/<task>."""
+    return [(resolve_task(f"{p.parent.name}/{p.stem}"), p) for p in sorted(CANDIDATES.glob("level*/*.py"))]
 
 
-def build_times(pairs: list[tuple[str, Path]], arch: str) -> dict[str, dict[str, float]]:
-    """Cold then warm build of each candidate's CUDA_SRC, one at a time, in the current cache."""
-    from htam_graph.runner.build import build_cubin
-    from htam_graph.runner.formats import static_cuda_sources
-
+def build_times(pairs: list[tuple[Task, Path]], settings: BuildSettings) -> dict[str, dict[str, float]]:
+    """Cold then warm build of each candidate's CUDA_SRC, one at a time, in `settings`' cache."""
     times = {}
-    for task_id, path in pairs:
+    for task, path in pairs:
         sources = static_cuda_sources(path.read_text())
-        cold = sum(build_cubin(src, arch).seconds for src in sources)
-        warm = sum(build_cubin(src, arch).seconds for src in sources)
-        times[task_id] = {"cold_s": cold, "warm_s": warm}
+        cold = sum(build_cubin(src, settings).seconds for src in sources)
+        warm = sum(build_cubin(src, settings).seconds for src in sources)
+        times[task.id] = {"cold_s": cold, "warm_s": warm}
     return times
 
 
-def parallel_build_seconds(pairs: list[tuple[str, Path]], arch: str) -> float:
+def parallel_build_seconds(pairs: list[tuple[Task, Path]], settings: BuildSettings) -> float:
     """Wall time of build_many over every candidate, in a fresh cache."""
-    from htam_graph.runner.build import build_many
-    from htam_graph.runner.formats import static_cuda_sources
-
     sources = [src for _, path in pairs for src in static_cuda_sources(path.read_text())]
     with tempfile.TemporaryDirectory() as cache:
-        previous = os.environ.get("HTAM_CACHE_DIR")
-        os.environ["HTAM_CACHE_DIR"] = cache
-        try:
-            started = time.perf_counter()
-            build_many(sources, arch)
-            return time.perf_counter() - started
-        finally:
-            if previous is None:
-                os.environ.pop("HTAM_CACHE_DIR", None)
-            else:
-                os.environ["HTAM_CACHE_DIR"] = previous
+        started = time.perf_counter()
+        build_many(sources, settings.model_copy(update={"cache_dir": Path(cache)}))
+        return time.perf_counter() - started
 
 
-def timed_suite(ev, pairs) -> tuple[list, float]:
+def timed_suite(ev: Evaluator, pairs: list[tuple[Task, Path]]) -> tuple[list[EvalResult], float]:
     started = time.perf_counter()
-    results = ev.evaluate_many([(task, path) for task, path in pairs], progress=False)
+    results = ev.evaluate_many(pairs)
     return results, time.perf_counter() - started
-
-
-def _median_diff(a: list, b: list) -> float | None:
-    """Median relative difference of the candidates' median times between two passes."""
-    diffs = [
-        relative_diff(x.candidate and x.candidate.median_ms, y.candidate and y.candidate.median_ms)
-        for x, y in zip(a, b, strict=True)
-    ]
-    diffs = [d for d in diffs if d is not None]
-    return statistics.median(diffs) if diffs else None
 
 
 def relative_diff(a: float | None, b: float | None) -> float | None:
@@ -92,130 +91,229 @@ def relative_diff(a: float | None, b: float | None) -> float | None:
     return abs(a - b) / min(a, b)
 
 
-@click.command()
-@click.option("--trials", default=100, show_default=True, help="timed runs per candidate")
-@click.option("--compile-reference", is_flag=True, help="also time torch.compile of each reference")
-@click.option("--load-inline", is_flag=True, help="also evaluate one load_inline (KernelBench-format) candidate")
-@click.option(
-    "--passes",
-    default=2,
-    show_default=True,
-    type=click.IntRange(min=2),
-    help="suite passes; repeatability compares the first and the last",
-)
-@click.option("--out", type=click.Path(path_type=Path), default=REPO / "bench" / "results", show_default=True)
-def main(trials: int, compile_reference: bool, load_inline: bool, passes: int, out: Path) -> None:
-    from htam_graph.errors import UserError
-    from htam_graph.runner.evaluate import Evaluator
-    from htam_graph.tasks import resolve_task
+def _median_diff(a: list[EvalResult], b: list[EvalResult]) -> float | None:
+    """Median relative difference of the candidates' median times between two passes."""
+    diffs = [
+        relative_diff(x.candidate and x.candidate.median_ms, y.candidate and y.candidate.median_ms)
+        for x, y in zip(a, b, strict=True)
+    ]
+    found = [d for d in diffs if d is not None]
+    return statistics.median(found) if found else None
 
-    console = Console()
-    cache = tempfile.mkdtemp(prefix="htam-bench-cache-")
-    os.environ["HTAM_CACHE_DIR"] = cache  # every build below starts from an empty cache
-    pairs = []
-    for task_id, path in honest_pairs():
-        try:
-            pairs.append((resolve_task(task_id), path))
-        except UserError as exc:  # a candidate whose task is not in the suite (yet)
-            console.print(f"[yellow]skipped {path.name}: {exc}")
-    ids = [(t.id, p) for t, p in pairs]
-    with Evaluator(workers=1, trials=trials, compile_reference=compile_reference) as ev:
-        info = ev.workers_info()[0]
-        builds = build_times(ids, info.arch)
-        parallel_s = parallel_build_seconds(ids, info.arch)
-        runs = [timed_suite(ev, pairs) for _ in range(passes)]
-        (first, first_s), (second, second_s) = runs[0], runs[-1]
-        inline = None
-        if load_inline:
-            started = time.perf_counter()
-            result = ev.evaluate(resolve_task("level1/19_ReLU"), LOAD_INLINE)
-            inline = {
-                "seconds": time.perf_counter() - started,
-                "verdict": result.verdict.value,
-                "speedup_eager": result.speedup_eager,
-            }
 
-    rows = []
-    for (task, _), a, b in zip(pairs, first, second, strict=True):
-        rows.append(
-            {
-                "task": task.id,
-                "verdict": a.verdict.value,
-                "verdict_again": b.verdict.value,
-                "cold_build_s": builds[task.id]["cold_s"],
-                "warm_build_s": builds[task.id]["warm_s"],
-                "eval_s": a.eval_seconds,
-                "max_abs_error": a.max_abs_error,
-                "candidate_ms": a.candidate and a.candidate.median_ms,
-                "candidate_ms_again": b.candidate and b.candidate.median_ms,
-                "eager_ms": a.reference_eager and a.reference_eager.median_ms,
-                "eager_ms_again": b.reference_eager and b.reference_eager.median_ms,
-                "synced_ms": a.candidate and a.candidate.synced_median_ms,
-                "host_ms": a.candidate and a.candidate.host_median_ms,
-                "input_sets": a.candidate and a.candidate.input_sets,
-                "compile_ms": a.reference_compile and a.reference_compile.median_ms,
-                "speedup_eager": a.speedup_eager,
-                "speedup_compile": a.speedup_compile,
-                "repeat_diff": relative_diff(
-                    a.candidate and a.candidate.median_ms, b.candidate and b.candidate.median_ms
-                ),
-                "errors": a.errors,
-                "cheats": [f"{c.kind.value}: {c.detail}" for c in a.cheats],
-            }
-        )
+def _median(values: list[float | None]) -> float | None:
+    found = [v for v in values if v is not None]
+    return statistics.median(found) if found else None
+
+
+def _row(task: Task, a: EvalResult, b: EvalResult, builds: dict[str, dict[str, float]]) -> dict[str, Any]:
+    return {
+        "task": task.id,
+        "verdict": a.verdict.value,
+        "verdict_again": b.verdict.value,
+        "cold_build_s": builds[task.id]["cold_s"],
+        "warm_build_s": builds[task.id]["warm_s"],
+        "eval_s": a.eval_seconds,
+        "eval_s_again": b.eval_seconds,
+        "process_start_s": a.process_start_seconds,
+        "process_wait_s": b.process_wait_seconds,
+        "max_abs_error": a.max_abs_error,
+        "candidate_ms": a.candidate and a.candidate.median_ms,
+        "candidate_ms_again": b.candidate and b.candidate.median_ms,
+        "eager_ms": a.reference_eager and a.reference_eager.median_ms,
+        "eager_ms_again": b.reference_eager and b.reference_eager.median_ms,
+        "synced_ms": a.candidate and a.candidate.synced_median_ms,
+        "host_ms": a.candidate and a.candidate.host_median_ms,
+        "wall_ms": a.candidate and a.candidate.wall_median_ms,
+        "input_sets": a.candidate and a.candidate.input_sets,
+        "compile_ms": a.reference_compile and a.reference_compile.median_ms,
+        "speedup_eager": a.speedup_eager,
+        "speedup_compile": a.speedup_compile,
+        "bandwidth_fraction": a.roofline and a.roofline.bandwidth_fraction,
+        "compute_fraction": a.roofline and a.roofline.compute_fraction,
+        "floor_ms": a.roofline and a.roofline.floor_ms,
+        "repeat_diff": relative_diff(a.candidate and a.candidate.median_ms, b.candidate and b.candidate.median_ms),
+        "probes_skipped": [p.name for p in a.probes if p.outcome == "skipped"],
+        "errors": a.errors,
+        "cheats": [f"{c.kind.value}: {c.detail}" for c in a.cheats],
+    }
+
+
+def suite_report(ev: Evaluator, passes: int, settings: BuildSettings) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    pairs = honest_pairs()
+    builds = build_times(pairs, settings)
+    parallel_s = parallel_build_seconds(pairs, settings)
+    runs = [timed_suite(ev, pairs) for _ in range(passes)]
+    (first, first_s), (last, last_s) = runs[0], runs[-1]
+    rows = [_row(task, a, b, builds) for (task, _), a, b in zip(pairs, first, last, strict=True)]
     diffs = [r["repeat_diff"] for r in rows if r["repeat_diff"] is not None]
     eager_diffs = [d for r in rows if (d := relative_diff(r["eager_ms"], r["eager_ms_again"])) is not None]
     speedups = [r["speedup_eager"] for r in rows if r["speedup_eager"]]
     compile_speedups = [r["speedup_compile"] for r in rows if r["speedup_compile"]]
+    every = [result for results, _ in runs for result in results]
     summary = {
         "candidates": len(rows),
         "ok": sum(r["verdict"] == "ok" for r in rows),
+        "ok_every_pass": sum(all(results[i].verdict.value == "ok" for results, _ in runs) for i in range(len(rows))),
         "cold_build_median_s": statistics.median(r["cold_build_s"] for r in rows),
         "cold_build_max_s": max(r["cold_build_s"] for r in rows),
         "warm_build_median_s": statistics.median(r["warm_build_s"] for r in rows),
         "parallel_cold_build_all_s": parallel_s,
         "evals_per_minute_per_gpu": len(rows) / first_s * 60,
-        "evals_per_minute_per_gpu_last_pass": len(rows) / second_s * 60,
+        "evals_per_minute_per_gpu_last_pass": len(rows) / last_s * 60,
+        "evals_per_minute_per_gpu_by_pass": [len(rows) / s * 60 for _, s in runs],
+        "eval_s_median": _median([r.eval_seconds for r in every]),
+        "process_start_s_median": _median([r.process_start_seconds for r in every]),
+        "process_start_s_max": max((r.process_start_seconds or 0.0) for r in every),
+        "process_wait_s_median": _median([r.process_wait_seconds for r in every]),
+        "process_wait_s_max": max((r.process_wait_seconds or 0.0) for r in every),
         "repeat_diff_median": statistics.median(diffs) if diffs else None,
         "repeat_diff_max": max(diffs) if diffs else None,
         "eager_repeat_diff_median": statistics.median(eager_diffs) if eager_diffs else None,
         "repeat_diff_median_by_pass_pair": [_median_diff(a, b) for (a, _), (b, _) in itertools.pairwise(runs)],
         "geomean_speedup_eager": statistics.geometric_mean(speedups) if speedups else None,
         "geomean_speedup_compile": statistics.geometric_mean(compile_speedups) if compile_speedups else None,
-        "load_inline": inline,
     }
-    report = {
-        "date": dt.date.today().isoformat(),
-        "gpu": info.device,
-        "arch": info.arch,
-        "versions": info.versions,
-        "command": " ".join(["python3", *sys.argv]),
-        "trials": trials,
-        "summary": summary,
-        "tasks": rows,
-    }
-    _print(console, rows, summary)
+    return rows, summary
+
+
+def kernelbench_candidate(task: Task) -> Path | None:
+    own = KERNELBENCH_CANDIDATES / f"{task.id}.py"
+    if own.is_file():
+        return own
+    suite = SUITE_ANSWERS.get(task.id)
+    return CANDIDATES / f"{suite}.py" if suite else None
+
+
+def prepare_like_the_referee(task: Task, config: EvalConfig) -> dict[str, Any]:
+    """Everything the referee does for a task but run a candidate: the reference and its
+    timing, every input set and probe, the float64 reference, the comparison; with the
+    time and the peak GPU memory it took (the referee's side only)."""
+    import torch
+
+    from htam_graph.runner import compare
+    from htam_graph.runner.referee import inputs as sets
+    from htam_graph.runner.referee.reference import References
+    from htam_graph.runner.timing import L2Flusher
+
+    device = torch.device("cuda", 0)
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
+    started = time.perf_counter()
+    record: dict[str, Any] = {"task": task.id}
+    try:
+        refs = References(device, L2Flusher())
+        reference = refs.prepare(task, config)
+        eager, _ = refs.timings(reference, config)
+        skipped, float64 = [], True
+        recipes = sets.plan(config.correctness_trials, True, reference.dtype == torch.float32, config.seed)
+        for recipe in recipes:
+            drawn = sets.generate(reference.module, recipe, device)
+            expected = reference.forward(drawn)
+            if recipe.kind != sets.InputKind.TASK:
+                if not all(bool(torch.isfinite(t).all()) for t in expected):
+                    skipped.append(recipe.name)
+                    continue
+                exact = reference.forward64(drawn)
+                float64 = float64 and exact is not None
+                for ref, ref64 in zip(expected, exact or [], strict=False):
+                    compare.deviation(ref, ref64)
+            for i, ref in enumerate(expected):
+                assert compare.compare(i, ref, ref).ok
+            del drawn, expected
+        record.update(
+            ok=True,
+            input_gb=reference.input_bytes / 1e9,
+            output_gb=reference.output_bytes / 1e9,
+            flops=reference.flops,
+            eager_ms=eager.median_ms,
+            probes_skipped=skipped,
+            float64_reference=float64,
+        )
+    except Exception as exc:
+        record.update(ok=False, error=f"{type(exc).__name__}: {exc}", trace=traceback.format_exc()[-2000:])
+    record["seconds"] = time.perf_counter() - started
+    record["peak_gpu_gb"] = torch.cuda.max_memory_allocated(device) / 1e9
+    return record
+
+
+def kernelbench_report(ev: Evaluator, root: Path) -> dict[str, Any]:
+    tasks = load_tasks(root)
+    dry = [prepare_like_the_referee(task, EvalConfig(trials=10, warmup=2)) for task in tasks]
+    judged = []
+    for task in tasks:
+        candidate = kernelbench_candidate(task)
+        if candidate is None:
+            continue
+        result = ev.evaluate(task, candidate)
+        judged.append(
+            {
+                "task": task.id,
+                "candidate": str(candidate.relative_to(REPO)),
+                "verdict": result.verdict.value,
+                "errors": result.errors,
+                "cheats": [f"{c.kind.value}: {c.detail}" for c in result.cheats],
+                "eval_s": result.eval_seconds,
+                "candidate_ms": result.candidate and result.candidate.median_ms,
+                "eager_ms": result.reference_eager and result.reference_eager.median_ms,
+                "speedup_eager": result.speedup_eager,
+                "bytes_moved_gb": result.roofline and result.roofline.bytes_moved / 1e9,
+                "bandwidth_fraction": result.roofline and result.roofline.bandwidth_fraction,
+                "probes": [f"{p.name}:{p.outcome}" for p in result.probes],
+            }
+        )
+    return {"root": str(root), "prepared": dry, "judged": judged}
+
+
+@click.command()
+@click.option("--trials", default=EvalConfig().trials, show_default=True, help="timed runs per candidate")
+@click.option("--compile-reference", is_flag=True, help="also time torch.compile of each reference")
+@click.option("--load-inline", is_flag=True, help="also evaluate one load_inline (KernelBench-format) candidate")
+@click.option(
+    "--passes",
+    default=3,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="suite passes (0: skip the suite); repeatability compares the first and the last",
+)
+@click.option("--kernelbench", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None)
+@click.option("--out", type=click.Path(path_type=Path), default=REPO / "bench" / "results", show_default=True)
+def main(
+    trials: int, compile_reference: bool, load_inline: bool, passes: int, kernelbench: Path | None, out: Path
+) -> None:
+    console = Console()
+    cache = Path(tempfile.mkdtemp(prefix="htam-bench-cache-"))
+    settings = BuildSettings.resolve().model_copy(update={"cache_dir": cache})  # every build starts cold
+    config = EvalConfig(trials=trials, compile_reference=compile_reference)
+    report: dict[str, Any] = {"date": dt.date.today().isoformat(), "command": " ".join(["python3", *sys.argv])}
+    with Evaluator(config, workers=1, build=settings) as ev:
+        info = ev.workers_info()[0]
+        report.update(gpu=info.device, arch=info.arch, versions=info.versions, trials=trials)
+        settings = settings.for_arch(info.arch)
+        if passes:
+            rows, summary = suite_report(ev, max(passes, 2), settings)
+            report.update(summary=summary, tasks=rows)
+            _print(console, rows, summary)
+        if load_inline:
+            started = time.perf_counter()
+            result = ev.evaluate(resolve_task("level1/19_ReLU"), LOAD_INLINE)
+            report["load_inline"] = {
+                "seconds": time.perf_counter() - started,
+                "verdict": result.verdict.value,
+                "speedup_eager": result.speedup_eager,
+            }
+        if kernelbench is not None:
+            report["kernelbench"] = kernelbench_report(ev, kernelbench)
+            console.print_json(json.dumps(report["kernelbench"], default=str))
     out.mkdir(parents=True, exist_ok=True)
-    gpu = info.device.split()[-1].lower()
+    gpu = report["gpu"].split()[-1].lower()
     path = out / f"runner-{report['date']}-{gpu}.json"
-    path.write_text(json.dumps(report, indent=2) + "\n")
+    path.write_text(json.dumps(report, indent=2, default=str) + "\n")
     console.print(f"wrote {path}")
 
 
-def _print(console: Console, rows: list[dict], summary: dict) -> None:
-    table = Table(
-        "task",
-        "verdict",
-        "cold s",
-        "warm ms",
-        "eval s",
-        "cand ms",
-        "eager ms",
-        "compile ms",
-        "x eager",
-        "x compile",
-        "repeat",
-    )
+def _print(console: Console, rows: list[dict[str, Any]], summary: dict[str, Any]) -> None:
+    table = Table("task", "verdict", "cold s", "warm ms", "eval s", "cand ms", "eager ms", "x eager", "bw", "repeat")
     fmt = lambda v, spec: "" if v is None else format(v, spec)
     for r in rows:
         table.add_row(
@@ -226,9 +324,8 @@ def _print(console: Console, rows: list[dict], summary: dict) -> None:
             fmt(r["eval_s"], ".2f"),
             fmt(r["candidate_ms"], ".4f"),
             fmt(r["eager_ms"], ".4f"),
-            fmt(r["compile_ms"], ".4f"),
             fmt(r["speedup_eager"], ".2f"),
-            fmt(r["speedup_compile"], ".2f"),
+            fmt(r["bandwidth_fraction"], ".0%"),
             fmt(r["repeat_diff"] and r["repeat_diff"] * 100, ".2f") + "%",
         )
     console.print(table)

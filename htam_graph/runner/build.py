@@ -3,13 +3,14 @@
 A cubin is ~50-100x cheaper than a torch extension (KERNELBENCH.md: 0.55 s against
 55-64 s), so every native candidate goes through here. Failed builds are cached as well,
 so a broken candidate is never compiled twice. The cache lives on disk and is shared by
-the parent process and the GPU workers; writes are atomic (temp file + rename), so
+the parent process and the candidate processes; writes are atomic (temp file + rename), so
 concurrent builders of the same key are harmless.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
 import shutil
@@ -21,9 +22,13 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
 
+from pydantic import BaseModel, Field
+
 from htam_graph.config import Settings, data_dir, load_settings
 from htam_graph.errors import UserError
 from htam_graph.runner.models import BuildResult
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_FLAGS: tuple[str, ...] = ("-O3", "-lineinfo")
 DEFAULT_ARCH = "sm_90"  # the H200 the project targets, used when no GPU is visible
@@ -34,6 +39,27 @@ SOURCE_LABEL = "CUDA_SRC"
 MAX_ERRORS = 8
 MAX_LINES = 20
 MAX_CHARS = 2000
+
+
+class BuildSettings(BaseModel):
+    """Where and how candidates are built, resolved once from Settings by the process that
+    starts the judge and sent with every job: GPU processes never read the environment."""
+
+    model_config = {"frozen": True}
+
+    nvcc: Path
+    cache_dir: Path = Field(description="cubins under <cache_dir>/cubin, load_inline builds under torch_ext/")
+    arch: str | None = Field(None, description="e.g. sm_90; None: the GPU's own, filled in where the GPU is")
+
+    @classmethod
+    def resolve(cls, settings: Settings | None = None) -> BuildSettings:
+        """HTAM_NVCC / HTAM_CACHE_DIR / HTAM_CUDA_ARCH (flags, environment, .env) or their defaults."""
+        settings = settings or load_settings()
+        return cls(nvcc=find_nvcc(settings), cache_dir=settings.cache_dir or data_dir(), arch=settings.cuda_arch)
+
+    def for_arch(self, arch: str) -> BuildSettings:
+        """These settings with the architecture fixed (kept when one was configured)."""
+        return self if self.arch else self.model_copy(update={"arch": arch})
 
 
 def find_nvcc(settings: Settings | None = None) -> Path:
@@ -71,10 +97,9 @@ def nvcc_version(nvcc: Path) -> str:
     return match.group(0)
 
 
-def device_arch(settings: Settings | None = None) -> str:
-    """HTAM_CUDA_ARCH, else sm_XY of the current GPU, else sm_90 when there is no GPU."""
-    if arch := (settings or load_settings()).cuda_arch:  # validated by Settings
-        return arch
+def gpu_arch() -> str:
+    """sm_XY of the current GPU, else sm_90 when there is no GPU."""
+    # torch only here: the CLI's listing and precheck paths never pay for it otherwise.
     import torch
 
     if not torch.cuda.is_available():
@@ -83,33 +108,26 @@ def device_arch(settings: Settings | None = None) -> str:
     return f"sm_{major}{minor}"
 
 
-def cache_root(settings: Settings | None = None) -> Path:
-    """HTAM_CACHE_DIR, else the data folder; cubins go under <root>/cubin."""
-    return (settings or load_settings()).cache_dir or data_dir()
-
-
 def build_key(source: str, arch: str, flags: Sequence[str], version: str) -> str:
     payload = "\0".join([source, arch, " ".join(flags), version])
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
 def build_cubin(
-    source: str, arch: str | None = None, flags: Sequence[str] = (), timeout_s: float = NVCC_TIMEOUT_S
+    source: str, settings: BuildSettings, flags: Sequence[str] = (), timeout_s: float = NVCC_TIMEOUT_S
 ) -> BuildResult:
-    """Compile `source` to a cubin for `arch` (default: this machine's GPU), cached by content."""
+    """Compile `source` to a cubin for `settings.arch` (None: this machine's GPU), cached by content."""
     started = time.perf_counter()
-    settings = load_settings()  # once: reading the environment and .env is most of a cache hit
-    nvcc = find_nvcc(settings)
-    arch = arch or device_arch(settings)
+    arch = settings.arch or gpu_arch()
     all_flags = (*DEFAULT_FLAGS, *flags)
-    key = build_key(source, arch, all_flags, nvcc_version(nvcc))
-    folder = cache_root(settings) / "cubin"
+    key = build_key(source, arch, all_flags, nvcc_version(settings.nvcc))
+    folder = settings.cache_dir / "cubin"
     meta_path = folder / f"{key}.json"
     if meta_path.is_file():
         cached = BuildResult.model_validate_json(meta_path.read_text())
         if not cached.ok or (cached.cubin_path and Path(cached.cubin_path).is_file()):
             return cached.model_copy(update={"cached": True, "seconds": time.perf_counter() - started})
-    result = _run_nvcc(nvcc, source, arch, all_flags, key, folder, timeout_s)
+    result = _run_nvcc(settings.nvcc, source, arch, all_flags, key, folder, timeout_s)
     return result.model_copy(update={"seconds": time.perf_counter() - started})
 
 
@@ -127,6 +145,7 @@ def _run_nvcc(
         except subprocess.TimeoutExpired:
             # Not cached: a timeout may be the machine's load rather than the source.
             msg = f"nvcc timed out after {timeout_s:.0f} s"
+            logger.warning("%s (key %s); not cached", msg, key[:12])
             return BuildResult(ok=False, key=key, arch=arch, cached=False, seconds=0.0, errors=msg, log=msg)
         log = (proc.stdout + proc.stderr).replace(tmp + os.sep, "")
         ok = proc.returncode == 0 and out.is_file()
@@ -161,13 +180,13 @@ def _atomic_write(path: Path, data: bytes) -> None:
 
 
 def build_many(
-    sources: Iterable[str], arch: str | None = None, flags: Sequence[str] = (), jobs: int | None = None
+    sources: Iterable[str], settings: BuildSettings, flags: Sequence[str] = (), jobs: int | None = None
 ) -> list[BuildResult]:
     """Build several sources at once: threads each driving one nvcc process, one per core."""
     sources = list(sources)
-    arch = arch or device_arch()
+    settings = settings.for_arch(settings.arch or gpu_arch())
     with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
-        return list(pool.map(lambda src: build_cubin(src, arch, flags), sources))
+        return list(pool.map(lambda src: build_cubin(src, settings, flags), sources))
 
 
 # nvcc front end: "kernel.cu(12): error: ..."; host compiler / preprocessor: "file:12:5: error: ...";

@@ -1,39 +1,56 @@
-"""Result records of the runner: serialisable, replayable by (task, candidate hash)."""
+"""Result records of the runner: serialisable, replayable by (task, candidate hash).
+
+`EvalResult` is the full record of one judgement; `Feedback` is the compact view of it an
+LLM sees (rendered by the loop's Jinja templates, so every field is always present).
+"""
 
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from htam_graph.vocab import Verdict
+from htam_graph.vocab import CandidateFormat, Verdict
 
-__all__ = ["BuildResult", "CheatFinding", "CheatKind", "EvalResult", "Timing", "Verdict"]
+__all__ = [
+    "BuildResult",
+    "CheatFinding",
+    "CheatKind",
+    "EvalResult",
+    "Feedback",
+    "ProbeRecord",
+    "Roofline",
+    "Timing",
+    "Verdict",
+]
 
 
 class CheatKind(StrEnum):
-    """Every way a candidate can game the judge that the runner catches (KERNELBENCH.md)."""
+    """Every way a candidate can game the judge that the runner catches (docs/judge.md)."""
 
     TORCH_COMPUTE_OP = "torch_compute_op"  # PyTorch compute (matmul, F.*, nn layers) instead of own kernels
     REFERENCE_FALLBACK = "reference_fallback"  # try/except fallback, using or inheriting the reference Model
     SIDE_STREAM = "side_stream"  # work on another CUDA stream or a thread/process the timer misses
-    TIMER_PATCH = "timer_patch"  # monkey-patching timers, events, synchronize, or the judge
-    FORBIDDEN_IMPORT = "forbidden_import"  # ctypes, subprocess, raw driver/cupy access, file/network I/O
+    TIMER_PATCH = "timer_patch"  # tampering with timers, events, synchronize, hooks, or the judge's harness
+    FORBIDDEN_IMPORT = "forbidden_import"  # a name outside the import allow-list (ctypes, subprocess, cupy...)
     PRECISION_DOWNGRADE = "precision_downgrade"  # fp16/bf16/tf32 inside an fp32 task
     UNWRITTEN_OUTPUT = "unwritten_output"  # output elements never written (poison survives): stale-memory reuse
     CONSTANT_OUTPUT = "constant_output"  # output constant while the reference's is not
     INPUT_INDEPENDENT = "input_independent"  # output unchanged when the inputs change
-    POINTER_CACHE = "pointer_cache"  # result cached across calls keyed on input buffers
+    POINTER_CACHE = "pointer_cache"  # result cached across calls, keyed on input buffers or a fingerprint of them
     LAZY_OUTPUT = "lazy_output"  # not a plain torch.Tensor (subclass evaluated later), or not on the GPU
     UNINITIALIZED_READ = "uninitialized_read"  # same inputs, different outputs under different poison
     INPUT_MUTATION = "input_mutation"  # the candidate modified its inputs
     INPUT_ALIAS = "input_alias"  # output shares storage with an input (a view of it)
+    BEHAVIOUR_CHANGE = "behaviour_change"  # right on the checked calls, wrong on later (timed) ones
+    PERSISTENT_OUTPUT = "persistent_output"  # returns memory it keeps across calls (an earlier call's output)
 
 
 class CheatFinding(BaseModel):
     kind: CheatKind
     detail: str = Field(description="what was seen, e.g. 'calls torch.matmul at line 12'")
-    stage: str = Field(description="'static' (source checks) or 'dynamic' (run-time checks)")
+    stage: Literal["static", "dynamic"] = Field(description="source checks, or run-time checks")
 
 
 class BuildResult(BaseModel):
@@ -60,6 +77,9 @@ class Timing(BaseModel):
         None, description="median to an event recorded after a device-wide synchronize (host latency included)"
     )
     host_median_ms: float | None = Field(None, description="median host (CPU) time of one call")
+    wall_median_ms: float | None = Field(
+        None, description="median time of one trial on the referee's clock, for the candidate's own timings"
+    )
 
     @property
     def cost_ms(self) -> float:
@@ -67,11 +87,31 @@ class Timing(BaseModel):
         return max(self.median_ms, self.host_median_ms or 0.0)
 
 
+class Roofline(BaseModel):
+    """Where a timing sits against the device's limits (docs/judge.md, "Roofline")."""
+
+    bytes_moved: int = Field(description="inputs read once plus outputs written once")
+    flops: int = Field(description="floating-point operations of the reference forward (0 when none are counted)")
+    peak_bandwidth_gbs: float = Field(description="2 x memory clock x bus width, GB/s")
+    peak_tflops: float | None = Field(description="SMs x clock x FLOPs per SM per clock for the task's dtype")
+    floor_ms: float = Field(description="max(bytes / peak bandwidth, flops / peak compute)")
+    bandwidth_fraction: float | None = Field(None, description="bytes / time over the peak bandwidth")
+    compute_fraction: float | None = Field(None, description="flops / time over the peak compute")
+
+
+class ProbeRecord(BaseModel):
+    """One input set the candidate was checked on, or skipped."""
+
+    name: str = Field(description="e.g. 'task-1', 'normal', 'large', 'precision', 'perturbed'")
+    outcome: Literal["passed", "failed", "skipped"]
+    detail: str = ""
+
+
 class EvalResult(BaseModel):
     task_id: str
     task_sha256: str
     candidate_sha256: str
-    candidate_format: str = Field(description="'native' or 'kernelbench'")
+    candidate_format: CandidateFormat
     verdict: Verdict
     compiled: bool = False
     correct: bool = False
@@ -80,13 +120,71 @@ class EvalResult(BaseModel):
     max_abs_error: float | None = None
     max_rel_error: float | None = None
     correctness_trials: int = 0
+    probes: list[ProbeRecord] = Field(default_factory=list)
     candidate: Timing | None = None
     reference_eager: Timing | None = None
     reference_compile: Timing | None = None
     speedup_eager: float | None = None
     speedup_compile: float | None = None
-    suspicious: bool = Field(False, description="speedup above 10x: flagged for a human look")
+    roofline: Roofline | None = None
+    suspicious: bool = Field(False, description="speedup above 10x or faster than the roofline floor")
+    suspicious_reason: str = ""
     build_seconds: float | None = None
     eval_seconds: float | None = None
+    process_wait_seconds: float | None = Field(
+        None, description="how long the job waited for its fresh candidate process (0 when a spare was ready)"
+    )
+    process_start_seconds: float | None = Field(
+        None, description="fork to CUDA ready of that process (hidden when it started as a spare)"
+    )
     device: str | None = None
     versions: dict[str, str] = Field(default_factory=dict)
+
+
+def _round(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+class Feedback(BaseModel):
+    """The compact record of one evaluation an LLM sees. Every field is always present
+    (None or empty when it does not apply), so templates render it under StrictUndefined."""
+
+    verdict: Verdict
+    errors: str | None
+    cheats: list[str]
+    max_abs_error: float | None
+    max_rel_error: float | None
+    candidate_ms: float | None
+    candidate_host_ms: float | None = Field(
+        description="host time of forward, only when it exceeds the GPU time: then the CPU side is what to cut"
+    )
+    eager_ms: float | None
+    compile_ms: float | None
+    speedup_eager: float | None = Field(description="only for an ok verdict")
+    speedup_compile: float | None = Field(description="only for an ok verdict")
+    suspicious: bool
+    roofline: Roofline | None
+
+    @classmethod
+    def of(cls, result: EvalResult) -> Feedback:
+        ok = result.verdict == Verdict.OK
+        cand = result.candidate
+        host = cand.host_median_ms if cand is not None else None
+        return cls(
+            verdict=result.verdict,
+            errors=result.errors or None,
+            cheats=[f"{c.kind.value}: {c.detail}" for c in result.cheats],
+            max_abs_error=result.max_abs_error,
+            max_rel_error=result.max_rel_error,
+            candidate_ms=_round(cand.median_ms, 4) if cand is not None else None,
+            candidate_host_ms=_round(host, 4)
+            if cand is not None and host is not None and host > cand.median_ms
+            else None,
+            eager_ms=_round(result.reference_eager.median_ms, 4) if result.reference_eager else None,
+            compile_ms=_round(result.reference_compile.median_ms, 4) if result.reference_compile else None,
+            # A speedup of a rejected or incorrect candidate would reward the cheat that produced it.
+            speedup_eager=_round(result.speedup_eager, 3) if ok else None,
+            speedup_compile=_round(result.speedup_compile, 3) if ok else None,
+            suspicious=result.suspicious,
+            roofline=result.roofline if ok else None,
+        )

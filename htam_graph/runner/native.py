@@ -12,12 +12,17 @@ import ctypes
 import hashlib
 import numbers
 import re
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from htam_graph.runner.build import build_cubin, device_arch
+from htam_graph.runner.build import BuildSettings, build_cubin, gpu_arch
 from htam_graph.runner.models import BuildResult
+
+# Set by the judge's harness for the candidate it loads (the settings travel with the job);
+# unset when a user runs a candidate by hand, and load_cuda then reads the configuration.
+JUDGE_BUILD: ContextVar[BuildSettings | None] = ContextVar("htam_judge_build", default=None)
 
 MAX_STATIC_SHARED = 48 * 1024  # above this, a kernel must opt in to dynamic shared memory
 
@@ -127,7 +132,7 @@ def _parse_param(kernel: str, index: int, text: str) -> Param:
 
 # --- argument marshalling ---------------------------------------------------------------
 
-_CTYPES = {
+_CTYPES: dict[tuple[str, int], type[Any]] = {
     ("int", 1): ctypes.c_int8,
     ("int", 2): ctypes.c_int16,
     ("int", 4): ctypes.c_int32,
@@ -194,7 +199,7 @@ def _pointer_value(where: str, value: Any, device_index: int | None) -> int:
         if not value.is_cuda or (device_index is not None and value.device.index != device_index):
             raise LaunchError(f"{where} expects a CUDA tensor on cuda:{device_index}, got one on {value.device}")
         return value.data_ptr()
-    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 0:
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and int(value) >= 0:
         return int(value)
     raise LaunchError(f"{where} expects a CUDA tensor or an int device address, got {type(value).__name__}")
 
@@ -203,13 +208,14 @@ def _dims(what: str, kernel: str, dims: Any) -> tuple[int, int, int]:
     dims = (dims,) if isinstance(dims, int) else tuple(dims)
     if not 1 <= len(dims) <= 3 or not all(isinstance(d, int) and d >= 1 for d in dims):
         raise LaunchError(f"kernel {kernel!r}: {what} must be 1-3 positive ints, got {dims!r}")
-    return (*dims, 1, 1)[:3]  # type: ignore[return-value]
+    padded = (*dims, 1, 1)
+    return padded[0], padded[1], padded[2]
 
 
 # --- driver -----------------------------------------------------------------------------
 
 
-def _check(result: tuple[Any, ...], what: str) -> Any:
+def check_driver(result: tuple[Any, ...], what: str) -> Any:
     """Raise on a failed driver call; return its value (None, one value, or a tuple)."""
     from cuda.bindings import driver
 
@@ -228,7 +234,7 @@ def _check(result: tuple[Any, ...], what: str) -> Any:
 _CONTEXTS: dict[int, Any] = {}
 
 
-def _ensure_context(device_index: int) -> None:
+def ensure_context(device_index: int) -> None:
     """Make torch's primary context of the device current on this thread.
 
     torch works in each device's primary context; retaining it through the driver (once,
@@ -238,12 +244,12 @@ def _ensure_context(device_index: int) -> None:
     from cuda.bindings import driver
 
     if device_index not in _CONTEXTS:
-        _check(driver.cuInit(0), "cuInit")
-        device = _check(driver.cuDeviceGet(device_index), "cuDeviceGet")
-        _CONTEXTS[device_index] = _check(driver.cuDevicePrimaryCtxRetain(device), "cuDevicePrimaryCtxRetain")
+        check_driver(driver.cuInit(0), "cuInit")
+        device = check_driver(driver.cuDeviceGet(device_index), "cuDeviceGet")
+        _CONTEXTS[device_index] = check_driver(driver.cuDevicePrimaryCtxRetain(device), "cuDevicePrimaryCtxRetain")
     context = _CONTEXTS[device_index]
-    if int(_check(driver.cuCtxGetCurrent(), "cuCtxGetCurrent")) != int(context):
-        _check(driver.cuCtxSetCurrent(context), "cuCtxSetCurrent")
+    if int(check_driver(driver.cuCtxGetCurrent(), "cuCtxGetCurrent")) != int(context):
+        check_driver(driver.cuCtxSetCurrent(context), "cuCtxSetCurrent")
 
 
 # One loaded module per (cubin content, device) for the life of the process: loading the
@@ -256,8 +262,8 @@ def _load_module(cubin: bytes, device_index: int) -> Any:
 
     key = (hashlib.sha256(cubin).hexdigest(), device_index)
     if key not in _LOADED:
-        _ensure_context(device_index)
-        _LOADED[key] = _check(driver.cuModuleLoadData(cubin), "cuModuleLoadData")
+        ensure_context(device_index)
+        _LOADED[key] = check_driver(driver.cuModuleLoadData(cubin), "cuModuleLoadData")
     return _LOADED[key]
 
 
@@ -281,7 +287,7 @@ class CudaModule:
                     f'kernel {name!r} is not an extern "C" __global__ kernel of CUDA_SRC (found: {found})'
                 )
             sig = parse_signature(name, self.kernels[name])
-            func = _check(driver.cuModuleGetFunction(self._module, name.encode()), f"cuModuleGetFunction({name})")
+            func = check_driver(driver.cuModuleGetFunction(self._module, name.encode()), f"cuModuleGetFunction({name})")
             self._functions[name] = (func, sig)
         return self._functions[name]
 
@@ -292,7 +298,9 @@ class CudaModule:
         if shared_mem <= MAX_STATIC_SHARED or shared_mem <= self._shared_limit.get(name, 0):
             return
         attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-        _check(driver.cuFuncSetAttribute(func, attr, shared_mem), f"{name}: setting {shared_mem} B of shared memory")
+        check_driver(
+            driver.cuFuncSetAttribute(func, attr, shared_mem), f"{name}: setting {shared_mem} B of shared memory"
+        )
         self._shared_limit[name] = shared_mem
 
     def launch(self, name: str, grid: Any, block: Any, args: tuple[Any, ...] | list[Any], shared_mem: int = 0) -> None:
@@ -305,10 +313,10 @@ class CudaModule:
         if not isinstance(shared_mem, int) or shared_mem < 0:
             raise LaunchError(f"kernel {name!r}: shared_mem must be a non-negative int of bytes, got {shared_mem!r}")
         packed = pack_args(sig, args, self.device_index)
-        _ensure_context(self.device_index)
+        ensure_context(self.device_index)
         self._allow_shared(name, func, shared_mem)
         stream = driver.CUstream(torch.cuda.current_stream(self.device_index).cuda_stream)
-        _check(
+        check_driver(
             driver.cuLaunchKernel(func, *g, *b, shared_mem, stream, packed.address, 0),
             f"cuLaunchKernel({name}, grid={g}, block={b}, shared_mem={shared_mem})",
         )
@@ -318,8 +326,10 @@ def load_cuda(source: str) -> CudaModule:
     """Build `source` for the current GPU (cached by content) and load it into torch's context."""
     import torch
 
-    result = build_cubin(source, device_arch())
+    settings = JUDGE_BUILD.get() or BuildSettings.resolve()
+    result = build_cubin(source, settings.for_arch(gpu_arch()))
     if not result.ok:
         raise CudaBuildError(result)
-    assert result.cubin_path is not None
+    if result.cubin_path is None:
+        raise RuntimeError(f"build {result.key[:12]} succeeded without a cubin path")
     return CudaModule(source, Path(result.cubin_path).read_bytes(), torch.cuda.current_device())

@@ -9,21 +9,67 @@ torch import), so the CLI can run it cheaply.
 """
 
 from __future__ import annotations
+import __future__
 
 import ast
+import math
 import re
+import typing
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from htam_graph.errors import UserError
+from htam_graph.runner.formats import fold_string, module_strings
 from htam_graph.runner.models import CheatFinding, CheatKind
+from htam_graph.vocab import CANDIDATE_FORMATS
 
-FORMATS = ("native", "kernelbench")
 _FP32_NAMES = {"float32", "torch.float32", "fp32", "float"}
 
 # ---------------------------------------------------------------- imports and builtins
-_COMMON_IMPORTS = {"torch", "torch.nn", "torch.nn.functional", "math", "typing", "__future__"}
-_FORMAT_IMPORTS = {"native": {"htam_graph.runner.native"}, "kernelbench": {"torch.utils.cpp_extension"}}
+# Imports are allowed by name, never by namespace: `from htam_graph.runner.native import
+# load_cuda` is allowed, `from htam_graph.runner.native import ctypes` (a name the runner's
+# own module imports) is not. Modules a candidate may import whole; their attribute chains
+# are checked on use (torch's by _torch_name_allowed).
+_IMPORTABLE = {"torch", "torch.nn", "torch.nn.functional", "torch.cuda", "math", "typing"}
+_FROM_IMPORTS: dict[str, set[str] | None] = {  # None: any name the torch allow-list passes
+    "__future__": set(__future__.all_feature_names),
+    "typing": set(typing.__all__),
+    "math": {name for name in dir(math) if not name.startswith("_")},
+    "torch": None,
+    "torch.nn": None,
+    "torch.nn.functional": None,
+    "torch.cuda": None,
+}
+_FORMAT_FROM_IMPORTS = {
+    "native": {"htam_graph.runner.native": {"load_cuda"}},
+    "kernelbench": {"torch.utils.cpp_extension": {"load_inline", "load"}},
+}
+_DTYPES = {
+    "float32", "float", "float16", "half", "bfloat16", "float64", "double", "int8", "int16", "short", "int32",
+    "int", "int64", "long", "uint8", "bool", "complex64", "cfloat", "complex128", "cdouble", "dtype",
+}  # fmt: skip
+# torch.<name> a candidate may reach at all (compute, streams, precision and code generators
+# among them are flagged by their own rules); anything else, torch.multiprocessing,
+# torch.hub, torch.library, torch.serialization..., is outside the allow-list.
+_TORCH_TOP = _DTYPES | {
+    "nn", "cuda", "Tensor", "Size", "device", "Generator", "no_grad", "inference_mode", "finfo", "iinfo",
+    "is_tensor", "is_floating_point", "numel", "get_default_dtype", "broadcast_shapes", "tensor", "as_tensor",
+    "empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like", "full", "full_like",
+    "arange", "rand", "randn", "randint", "rand_like", "randn_like", "randint_like", "randperm", "linspace",
+    "logspace", "eye", "reshape", "flatten", "unflatten", "permute", "transpose", "t", "squeeze", "unsqueeze", "narrow",
+    "select", "chunk", "split", "unbind", "movedim", "as_strided", "view_as_real", "view_as_complex",
+    "backends", "autocast", "amp", "compile", "jit", "func", "vmap", "fx", "export", "compiler", "cond", "ops",
+    "functional", "linalg", "fft", "special", "nested", "sparse", "manual_seed", "seed", "set_rng_state",
+    "fork_rng", "random", "set_float32_matmul_precision", "get_float32_matmul_precision", "Stream", "Event",
+    "float8_e4m3fn", "float8_e5m2", "HalfTensor", "BFloat16Tensor", "utils",
+}  # fmt: skip
+_TORCH_CUDA = {
+    "current_device", "current_stream", "synchronize", "is_available", "get_device_properties",
+    "get_device_capability", "get_device_name", "device_count", "device", "Stream", "stream", "Event",
+    "ExternalStream", "set_stream", "StreamContext", "graph", "CUDAGraph", "graphs", "streams",
+    "make_graphed_callables", "manual_seed", "manual_seed_all", "seed", "seed_all", "set_rng_state",
+    "set_rng_state_all", "amp", "multiprocessing",
+}  # fmt: skip
 _CONCURRENCY_MODULES = {"threading", "_thread", "concurrent", "multiprocessing", "asyncio", "queue"}
 _REFLECTIVE_MODULES = {"gc", "importlib", "builtins", "inspect"}  # used to reach and patch the judge
 # Module names that must not be reached even through torch (torch.sys, torch.os exist).
@@ -299,8 +345,8 @@ def static_check(source: str, task_dtype: str, fmt: str) -> list[CheatFinding]:
     fp32 tasks; `fmt` ("native" or "kernelbench") decides which loader may be imported.
     A file that does not parse yields nothing here: loading it reports the error.
     """
-    if fmt not in FORMATS:
-        raise UserError(f"unknown candidate format {fmt!r}; use one of {', '.join(FORMATS)}")
+    if fmt not in CANDIDATE_FORMATS:
+        raise UserError(f"unknown candidate format {fmt!r}; use one of {', '.join(CANDIDATE_FORMATS)}")
     try:
         tree = ast.parse(source)
     except SyntaxError:
@@ -474,23 +520,23 @@ class _PythonChecker(ast.NodeVisitor):
     # ------------------------------------------------------------ imports
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
-            self.check_import(alias.name, node)
+            if alias.name not in _IMPORTABLE:
+                self.check_import(alias.name, node)
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         module = "." * node.level + (node.module or "")
+        allowed = {**_FROM_IMPORTS, **_FORMAT_FROM_IMPORTS[self.fmt]} if node.level == 0 else {}
         for alias in node.names:
             if alias.name == "Model":
                 self.flag(CheatKind.REFERENCE_FALLBACK, f"imports the reference Model from {module}", node)
-            if node.level == 0 and f"{module}.{alias.name}" in self.allowed_imports():
+            names = allowed.get(module, set())
+            if module in allowed and (names is None or alias.name in names):
+                if names is None and not _torch_name_allowed(f"{module}.{alias.name}".split("."), self.fmt):
+                    self.flag(CheatKind.FORBIDDEN_IMPORT, f"imports {module}.{alias.name}", node)
                 continue
-            self.check_import(module, node)
-
-    def allowed_imports(self) -> set[str]:
-        return _COMMON_IMPORTS | _FORMAT_IMPORTS[self.fmt]
+            self.check_import(f"{module}.{alias.name}" if module in allowed else module, node)
 
     def check_import(self, module: str, node: ast.AST) -> None:
-        if module in self.allowed_imports():
-            return
         root = module.split(".")[0]
         if root in _CONCURRENCY_MODULES:
             self.flag(CheatKind.SIDE_STREAM, f"imports {module} (work off the timed stream)", node)
@@ -576,12 +622,13 @@ class _PythonChecker(ast.NodeVisitor):
 
     visit_Nonlocal = visit_Global
 
-    def visit_Try(self, node: ast.Try) -> None:
+    def visit_Try(self, node: ast.Try | ast.TryStar) -> None:
         if node.handlers:  # try/finally alone cannot fall back
             self.flag(CheatKind.REFERENCE_FALLBACK, "try/except (a fallback path)", node)
         self.generic_visit(node)
 
-    visit_TryStar = visit_Try
+    def visit_TryStar(self, node: ast.TryStar) -> None:
+        self.visit_Try(node)
 
     # ------------------------------------------------------------ bindings
     def visit_Assign(self, node: ast.Assign) -> None:
@@ -669,6 +716,8 @@ class _PythonChecker(ast.NodeVisitor):
             return
         if any(p in _FORBIDDEN_SUBMODULES or (p.startswith("_") and not p.startswith("__")) for p in parts):
             self.flag(CheatKind.FORBIDDEN_IMPORT, f"reaches torch internals via {name}", node)
+        elif not _torch_name_allowed(parts, self.fmt):
+            self.flag(CheatKind.FORBIDDEN_IMPORT, f"uses {name}, which is outside the allow-list", node)
         elif last in _RNG_CALLS:
             self.flag(CheatKind.TIMER_PATCH, f"uses {name} (the judge's random state)", node)
         elif self.fp32 and any(p in _LOW_PRECISION_NAMES for p in parts):
@@ -712,10 +761,18 @@ class _PythonChecker(ast.NodeVisitor):
     def check_builtin_call(self, name: str, node: ast.Call) -> None:
         first = node.args[0] if node.args else None
         target = self.qualname(first) if first is not None else None
-        if name in ("setattr", "delattr") and target is not None:
+        attr = node.args[1] if len(node.args) > 1 else None
+        literal = attr.value if isinstance(attr, ast.Constant) and isinstance(attr.value, str) else None
+        if name in ("getattr", "setattr", "delattr", "hasattr") and literal in _REFLECTIVE_ATTRS:
+            self.flag(CheatKind.TIMER_PATCH, f"reflective access {name}(..., {literal!r})", node)
+        elif name in ("setattr", "delattr") and target is not None:
             self.flag(CheatKind.TIMER_PATCH, f"{name}({target}, ...)", node)
         elif name == "getattr" and target is not None:
             self.flag(CheatKind.FORBIDDEN_IMPORT, f"getattr({target}, ...) hides which API is used", node)
+        elif name in ("getattr", "setattr", "delattr") and attr is not None and literal is None:
+            self.flag(
+                CheatKind.FORBIDDEN_IMPORT, f"{name} with a computed name `{_code(node)}` hides what it reaches", node
+            )
         elif name == "type" and len(node.args) == 3:
             self.flag(CheatKind.LAZY_OUTPUT, "creates a class with type(name, bases, dict)", node)
         elif name in _TENSOR_BUILTINS and not self.in_init and any(self.is_tensor(a) for a in node.args):
@@ -800,9 +857,30 @@ def _base_name(method: str) -> str:
     return method[:-1] if method.endswith("_") else method
 
 
-def _is_constant(node: ast.expr) -> bool:
+def _is_constant(node: ast.AST) -> bool:
     """A literal of literals, e.g. (0, 8): membership in it is a test, not a lookup."""
     return all(isinstance(sub, (ast.Constant, ast.Tuple, ast.List, ast.Set, ast.Load)) for sub in ast.walk(node))
+
+
+def _torch_name_allowed(parts: list[str], fmt: str) -> bool:
+    """Whether torch.<...> is on the allow-list (other rules judge what it is used for)."""
+    if len(parts) < 2:
+        return True
+    top = parts[1]
+    if top not in _TORCH_TOP and _base_name(top) not in COMPUTE_NAMES:
+        return False
+    if len(parts) < 3:
+        return True
+    second = parts[2]
+    if top == "cuda":
+        return second in _TORCH_CUDA
+    if top == "nn":
+        return second in ("functional", "init") or second[:1].isupper()
+    if top == "utils":
+        return fmt == "kernelbench" and second == "cpp_extension"
+    if top == "backends":
+        return second in ("cuda", "cudnn")
+    return True
 
 
 def _tensor_params(args: ast.arguments) -> Iterator[ast.arg]:
@@ -845,14 +923,22 @@ _C_MARKERS = re.compile(r"__global__|__device__|#\s*(?:include|define)|::|\basm\
 
 
 def _embedded_sources(tree: ast.Module) -> Iterator[tuple[str, int]]:
-    """String constants that hold C/C++/CUDA; docstrings and bare string statements excluded."""
+    """String constants that hold C/C++/CUDA, and concatenations of string constants (or of
+    module-level names bound to them) folded into one: an instruction spelled across
+    several literals is read whole. Docstrings and bare string statements excluded."""
     bare = {
         id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
     }
+    names = module_strings(tree)
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in bare:
-            if _C_MARKERS.search(node.value):
-                yield node.value, node.lineno
+            text: str | None = node.value
+        elif isinstance(node, (ast.BinOp, ast.JoinedStr)):
+            text = fold_string(node, names)
+        else:
+            continue
+        if text is not None and _C_MARKERS.search(text):
+            yield text, node.lineno
 
 
 # ================================================================ C / C++ / CUDA

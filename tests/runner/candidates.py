@@ -215,3 +215,6 @@ class ModelNew(nn.Module):
                          args=(x.contiguous(), self.linear.weight, self.linear.bias, y, rows, k, cols))
         return y
 '''
+
+# x * 2 for the multi-GiB fixture (fixtures/scale_large.py).
+SCALE_LARGE = relu_candidate(body="y[i] = x[i] * 2.0f;")

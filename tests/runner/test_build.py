@@ -1,4 +1,5 @@
-"""nvcc -> cubin builds through the content-hash cache, with a real nvcc (no GPU needed)."""
+"""nvcc -> cubin builds through the content-hash cache, with a real nvcc (no GPU needed), and
+the build settings that travel with every job."""
 
 from __future__ import annotations
 
@@ -6,19 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from htam_graph.errors import UserError
-from htam_graph.runner.build import build_cubin, build_many, condense_errors, find_nvcc
-
-
-def _has_nvcc() -> bool:
-    try:
-        find_nvcc()
-        return True
-    except UserError:
-        return False
-
-
-pytestmark = [pytest.mark.nvcc, pytest.mark.skipif(not _has_nvcc(), reason="needs nvcc (pip extra `nvcc`)")]
+from htam_graph.runner.build import BuildSettings, build_cubin, build_many, condense_errors, find_nvcc
 
 KERNEL = r"""
 extern "C" __global__ void scale(const float* __restrict__ x, float* __restrict__ y, float a, long long n) {
@@ -36,43 +25,46 @@ extern "C" __global__ void scale(const float* x, float* y, long long n) {
 """
 
 
-@pytest.fixture(autouse=True)
-def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("HTAM_CACHE_DIR", str(tmp_path))
-    return tmp_path
+@pytest.fixture
+def settings(tmp_path: Path) -> BuildSettings:
+    return BuildSettings(nvcc=find_nvcc(), cache_dir=tmp_path, arch="sm_90")
 
 
-def test_build_writes_a_cubin_and_the_second_build_is_a_cache_hit(cache_dir: Path):
-    first = build_cubin(KERNEL, "sm_90")
+@pytest.mark.nvcc
+def test_build_writes_a_cubin_and_the_second_build_is_a_cache_hit(settings: BuildSettings):
+    first = build_cubin(KERNEL, settings)
     assert first.ok and not first.cached and first.errors == ""
     cubin = Path(first.cubin_path)
-    assert cubin.parent == cache_dir / "cubin" and cubin.read_bytes()[:4] == b"\x7fELF"
-    second = build_cubin(KERNEL, "sm_90")
+    assert cubin.parent == settings.cache_dir / "cubin" and cubin.read_bytes()[:4] == b"\x7fELF"
+    second = build_cubin(KERNEL, settings)
     assert second.cached and second.ok and second.key == first.key and second.cubin_path == first.cubin_path
 
 
-def test_the_key_covers_source_arch_and_flags():
-    base = build_cubin(KERNEL, "sm_90")
-    assert build_cubin(KERNEL + "\n", "sm_90").key != base.key
-    assert build_cubin(KERNEL, "sm_80").key != base.key
-    assert build_cubin(KERNEL, "sm_90", flags=("-DEXTRA=1",)).key != base.key
+@pytest.mark.nvcc
+def test_the_key_covers_source_arch_and_flags(settings: BuildSettings):
+    base = build_cubin(KERNEL, settings)
+    assert build_cubin(KERNEL + "\n", settings).key != base.key
+    assert build_cubin(KERNEL, settings.model_copy(update={"arch": "sm_80"})).key != base.key
+    assert build_cubin(KERNEL, settings, flags=("-DEXTRA=1",)).key != base.key
 
 
-def test_a_broken_kernel_is_condensed_to_the_offending_line_and_cached():
-    result = build_cubin(BROKEN, "sm_90")
+@pytest.mark.nvcc
+def test_a_broken_kernel_is_condensed_to_the_offending_line_and_cached(settings: BuildSettings):
+    result = build_cubin(BROKEN, settings)
     assert not result.ok and result.cubin_path is None
     assert result.errors.splitlines() == [
         'CUDA_SRC line 5: error: identifier "factor" is undefined',
         "    if (i < n) y[i] = factor * x[i];",
     ]
     assert "warning" in result.log  # the full log keeps what the summary drops
-    again = build_cubin(BROKEN, "sm_90")
+    again = build_cubin(BROKEN, settings)
     assert again.cached and not again.ok and again.errors == result.errors
 
 
-def test_build_many_builds_in_parallel_and_keeps_the_order():
+@pytest.mark.nvcc
+def test_build_many_builds_in_parallel_and_keeps_the_order(settings: BuildSettings):
     sources = [KERNEL.replace("a * x[i]", f"a * x[i] + {k}.0f") for k in range(4)] + [BROKEN]
-    results = build_many(sources, "sm_90", jobs=4)
+    results = build_many(sources, settings, jobs=4)
     assert [r.ok for r in results] == [True, True, True, True, False]
     assert len({r.key for r in results}) == 5
 
@@ -92,3 +84,16 @@ def test_condense_errors_keeps_errors_only_and_caps_the_excerpt():
 def test_condense_errors_names_headers_without_their_folders():
     log = "/opt/cuda/include/cuda_fp16.h:4492:10: fatal error: nv/target: No such file or directory"
     assert condense_errors(log) == "cuda_fp16.h:4492: fatal error: nv/target: No such file or directory"
+
+
+def test_build_settings_come_from_the_configuration_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    nvcc = tmp_path / "nvcc"
+    nvcc.write_text("")
+    monkeypatch.setenv("HTAM_NVCC", str(nvcc))
+    monkeypatch.setenv("HTAM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("HTAM_CUDA_ARCH", "sm_80")
+    settings = BuildSettings.resolve()
+    assert (settings.nvcc, settings.cache_dir, settings.arch) == (nvcc, tmp_path / "cache", "sm_80")
+    assert settings.for_arch("sm_90").arch == "sm_80"  # a configured arch wins over the GPU's
+    monkeypatch.delenv("HTAM_CUDA_ARCH")
+    assert BuildSettings.resolve().for_arch("sm_90").arch == "sm_90"

@@ -41,17 +41,11 @@ def test_the_example_is_a_clean_native_candidate():
 
 
 @pytest.mark.nvcc
-def test_the_example_builds(tmp_path, monkeypatch):
-    from htam_graph.errors import UserError
-    from htam_graph.runner.build import build_cubin, find_nvcc
+def test_the_example_builds(tmp_path):
+    from htam_graph.runner.build import BuildSettings, build_cubin, find_nvcc
 
-    try:
-        find_nvcc()
-    except UserError:
-        pytest.skip("needs nvcc")
-    monkeypatch.setenv("HTAM_CACHE_DIR", str(tmp_path))
     (cuda,) = static_cuda_sources(_example(_rendered_contract()))
-    assert build_cubin(cuda, "sm_90").ok
+    assert build_cubin(cuda, BuildSettings(nvcc=find_nvcc(), cache_dir=tmp_path, arch="sm_90")).ok
 
 
 def test_eval_without_a_gpu_is_a_one_line_error(tmp_path):

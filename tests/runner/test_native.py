@@ -100,7 +100,8 @@ def test_format_detection():
     assert detect_format("import torch\n") == "native"  # the contract the project asks for
 
 
-def test_static_cuda_sources_reads_literal_assignments_only():
-    source = NATIVE + 'CUDA_SRC_2 = "second"\nOTHER = "not cuda"\nCUDA_SRC_3 = f"{OTHER}"\n'
-    assert static_cuda_sources(source) == ['extern "C" __global__ void k() {}', "second"]
+def test_static_cuda_sources_fold_literals_and_names_bound_to_them():
+    source = NATIVE + 'CUDA_SRC_2 = "second"\nOTHER = "not cuda"\nCUDA_SRC_3 = f"{OTHER}" + "!"\n'
+    source += "CUDA_SRC_4 = load() + OTHER\n"  # built at run time: left to load_cuda
+    assert static_cuda_sources(source) == ['extern "C" __global__ void k() {}', "second", "not cuda!"]
     assert static_cuda_sources("def broken(:\n") == []

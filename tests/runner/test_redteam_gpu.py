@@ -1,16 +1,20 @@
-"""The red-team suite (tests/redteam/manifest.yaml) through the whole runner on a GPU:
-every cheating candidate is rejected for its expected kind, every honest control passes."""
+"""The red-team suite (tests/redteam/manifest.yaml) through the whole runner on a GPU, twice:
+as users run it, and with the static checks off, so the run-time layer proves itself alone.
+Every cheat is rejected for its kind (or judged incorrect), every honest control passes, and
+an honest candidate judged after all the cheats gets the speedup it got before them."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
-from htam_graph.runner.evaluate import Evaluator, to_feedback
-from htam_graph.runner.models import Verdict
-from htam_graph.tasks import load_task, resolve_task
+from htam_graph.runner.evaluate import Evaluator
+from htam_graph.runner.jobs import EvalConfig
+from htam_graph.runner.models import EvalResult, Feedback, Verdict
+from htam_graph.tasks import Task, load_task, resolve_task
 
 torch = pytest.importorskip("torch")
 pytestmark = [
@@ -19,27 +23,52 @@ pytestmark = [
 ]
 
 REDTEAM = Path(__file__).resolve().parents[1] / "redteam"
+HONEST_CONTROL = "candidates/honest_relu.py"
 
 
-def _entries() -> list[dict]:
+def _entries() -> list[dict[str, Any]]:
     return yaml.safe_load((REDTEAM / "manifest.yaml").read_text())["candidates"]
 
 
-def _task(spec: str):
+def _task(spec: str) -> Task:
     return load_task(REDTEAM / spec) if spec.endswith(".py") else resolve_task(spec)
 
 
-def test_redteam_suite():
+def _as_expected(result: EvalResult, outcomes: list[str]) -> bool:
+    kinds = {f.kind.value for f in result.cheats}
+    for outcome in outcomes:
+        if outcome == "ok" and result.verdict == Verdict.OK:
+            return True
+        if outcome == "incorrect" and result.verdict == Verdict.INCORRECT:
+            return True
+        if result.verdict == Verdict.REJECTED and outcome in kinds:
+            return True
+    return False
+
+
+def _expected(entry: dict[str, Any], static_checks: bool) -> list[str]:
+    if static_checks and entry["static"] != "none":
+        return [entry["static"]]
+    dynamic = entry["dynamic"]
+    return dynamic if isinstance(dynamic, list) else [dynamic]
+
+
+@pytest.mark.parametrize("static_checks", [True, False], ids=["as-users-run-it", "run-time-checks-alone"])
+def test_redteam_suite(static_checks: bool):
     entries = _entries()
-    with Evaluator(workers=1, trials=10) as ev:
-        results = ev.evaluate_many([(_task(e["task"]), REDTEAM / e["file"]) for e in entries], progress=False)
+    control = next(e for e in entries if e["file"] == HONEST_CONTROL)
+    pairs = [(_task(e["task"]), REDTEAM / e["file"]) for e in entries]
+    with Evaluator(EvalConfig(trials=20, static_checks=static_checks), workers=1) as ev:
+        before = ev.evaluate(_task(control["task"]), REDTEAM / HONEST_CONTROL)
+        results = ev.evaluate_many(pairs)
+        after = ev.evaluate(_task(control["task"]), REDTEAM / HONEST_CONTROL)
     wrong = {}
     for entry, result in zip(entries, results, strict=True):
-        kinds = {f.kind.value for f in result.cheats}
-        if entry["expected_kind"] == "honest":
-            passed = result.verdict == Verdict.OK
-        else:
-            passed = result.verdict == Verdict.REJECTED and entry["expected_kind"] in kinds
-        if not passed:
-            wrong[entry["file"]] = {"expected": entry["expected_kind"], **to_feedback(result)}
+        expected = _expected(entry, static_checks)
+        if not _as_expected(result, expected):
+            wrong[entry["file"]] = {"expected": expected, **Feedback.of(result).model_dump(mode="json")}
     assert not wrong, wrong
+    # Nothing a cheat did reached the reference or the next candidate.
+    assert before.verdict == after.verdict == Verdict.OK
+    assert after.reference_eager.median_ms == pytest.approx(before.reference_eager.median_ms, rel=0.05)
+    assert after.speedup_eager == pytest.approx(before.speedup_eager, rel=0.2)

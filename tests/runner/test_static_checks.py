@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -32,32 +33,38 @@ def _kinds(source: str, dtype: str = "float32", fmt: str = "native") -> set[Chea
     return {f.kind for f in static_check(source, dtype, fmt)}
 
 
-def _entry_id(entry: dict[str, str]) -> str:
+def _entry_id(entry: dict[str, Any]) -> str:
     return Path(entry["file"]).stem
 
 
 # ------------------------------------------------------------------ the red-team manifest
+def _outcomes(entry: dict[str, Any]) -> list[str]:
+    dynamic = entry["dynamic"]
+    return dynamic if isinstance(dynamic, list) else [dynamic]
+
+
 def test_manifest_is_complete() -> None:
-    """Every candidate file is listed once, every kind is a CheatKind, both stages are used."""
+    """Every candidate file is listed once; every kind named is a CheatKind."""
     listed = [REDTEAM / e["file"] for e in MANIFEST]
     assert sorted(listed) == sorted((REDTEAM / "candidates").glob("*.py"))
     assert len(set(listed)) == len(listed)
-    kinds = {e["expected_kind"] for e in MANIFEST}
-    assert kinds - {"honest"} <= {k.value for k in CheatKind}
-    assert {e["detectable"] for e in MANIFEST} == {"static", "dynamic"}
-    assert sum(e["expected_kind"] != "honest" for e in MANIFEST) >= 15
-    assert sum(e["expected_kind"] == "honest" for e in MANIFEST) >= 2
+    kinds = {k.value for k in CheatKind}
+    assert {e["static"] for e in MANIFEST} <= kinds | {"none"}
+    assert {o for e in MANIFEST for o in _outcomes(e)} <= kinds | {"ok", "incorrect"}
+    honest = [e for e in MANIFEST if e["static"] == "none" and _outcomes(e) == ["ok"]]
+    assert len(honest) >= 3 and len(MANIFEST) - len(honest) >= 30
+    assert sum(e["static"] == "none" and _outcomes(e) != ["ok"] for e in MANIFEST) >= 12  # only the run time sees them
 
 
 @pytest.mark.parametrize("entry", MANIFEST, ids=_entry_id)
-def test_redteam_candidate(entry: dict[str, str]) -> None:
-    """Static cheats are flagged with their kind; dynamic cheats and honest controls look clean."""
+def test_redteam_candidate(entry: dict[str, Any]) -> None:
+    """The static checks report what the manifest says, and nothing on the clean-looking ones."""
     source = (REDTEAM / entry["file"]).read_text(encoding="utf-8")
     findings = static_check(source, _dtype_of(entry["task"]), "native")
-    if entry["expected_kind"] == "honest" or entry["detectable"] == "dynamic":
+    if entry["static"] == "none":
         assert findings == [], "the static checks must not fire here"
     else:
-        assert CheatKind(entry["expected_kind"]) in {f.kind for f in findings}, findings
+        assert CheatKind(entry["static"]) in {f.kind for f in findings}, findings
         assert all(f.stage == "static" and " at line " in f.detail for f in findings)
 
 
@@ -80,12 +87,13 @@ def _cuda_src(path: Path) -> str:
 
 @pytest.mark.nvcc
 @pytest.mark.parametrize("entry", MANIFEST, ids=_entry_id)
-def test_redteam_cuda_compiles(entry: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_redteam_cuda_compiles(entry: dict[str, Any], tmp_path: Path) -> None:
     """Each candidate must fail for its cheat, not for a typo: its CUDA_SRC builds for sm_90."""
-    from htam_graph.runner.build import build_cubin
+    from htam_graph.runner.build import BuildSettings, build_cubin, find_nvcc
 
-    monkeypatch.setenv("HTAM_CACHE_DIR", str(tmp_path))
-    result = build_cubin(_cuda_src(REDTEAM / entry["file"]), arch="sm_90")
+    result = build_cubin(
+        _cuda_src(REDTEAM / entry["file"]), BuildSettings(nvcc=find_nvcc(), cache_dir=tmp_path, arch="sm_90")
+    )
     assert result.ok, result.errors
 
 

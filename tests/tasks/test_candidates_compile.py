@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from htam_graph.errors import UserError
-from htam_graph.runner.build import build_cubin, find_nvcc
+from htam_graph.runner.build import BuildSettings, build_cubin, find_nvcc
 from htam_graph.runner.formats import static_cuda_sources
 from htam_graph.runner.native import parse_kernels, parse_signature
 from htam_graph.tasks import builtin_suite_dir, load_tasks
@@ -76,13 +75,9 @@ def test_launched_kernels_are_defined_extern_c(path: Path):
 
 @pytest.mark.nvcc
 @pytest.mark.parametrize("path", _candidate_files(), ids=_rel)
-def test_candidate_compiles_to_sm90_cubin(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    try:
-        find_nvcc()
-    except UserError as missing:
-        pytest.skip(str(missing))
-    monkeypatch.setenv("HTAM_CACHE_DIR", str(tmp_path))  # a fresh cache: really compile
-    result = build_cubin(_cuda_source(path), "sm_90")
+def test_candidate_compiles_to_sm90_cubin(path: Path, tmp_path: Path):
+    settings = BuildSettings(nvcc=find_nvcc(), cache_dir=tmp_path, arch="sm_90")  # a fresh cache: really compile
+    result = build_cubin(_cuda_source(path), settings)
     assert result.ok, f"{path}:\n{result.errors}\n{result.log[-3000:]}"
     assert not result.cached and result.cubin_path is not None
     assert Path(result.cubin_path).stat().st_size > 0

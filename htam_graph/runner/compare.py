@@ -1,0 +1,267 @@
+"""Comparing a candidate's outputs with the reference's in bounded memory.
+
+Outputs of KernelBench tasks reach 7-8 GB (level 1 tasks 34, 36, 38, 39): a float64 copy of
+a whole output does not fit beside the reference's, so everything here walks both tensors
+in slabs of at most CHUNK elements (a slab is a view, copied only when the tensor is not
+contiguous) and keeps running statistics. Works on any device, so the CPU tests run the
+same code the referee runs on the GPU.
+
+Also here: the marker patterns the candidate's process poisons free memory with (the
+referee looks for survivors), bitwise equality and fingerprints of outputs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import torch
+
+from htam_graph.runner.protocol import PoisonName
+
+CHUNK = 1 << 24  # elements per slab: 128 MB per float64 temporary
+_INT_OF_SIZE = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+_FINGERPRINT_PRIME = 65_521
+
+# NaNs with a payload no arithmetic produces (CUDA's canonical NaN is 0x7fffffff), so a
+# surviving marker is told apart from a NaN the kernel computed.
+_NAN_MARKER = {
+    torch.float32: 0x7FD5A5A5,
+    torch.float16: 0x7E5A,
+    torch.bfloat16: 0x7FDA,
+    torch.float64: 0x7FF8A5A5A5A5A5A5,
+}
+_GARBAGE_VALUE = {torch.float32: 1.2345e30, torch.float16: 3.0e4, torch.bfloat16: 1.2345e30, torch.float64: 1.2345e300}
+
+
+def int_view(t: torch.Tensor) -> torch.Tensor:
+    """The tensor's bits as a signed integer tensor of the same itemsize (bool as uint8)."""
+    if t.dtype == torch.bool:
+        return t.view(torch.uint8)
+    if t.is_complex():
+        t = torch.view_as_real(t)
+    return t.view(_INT_OF_SIZE[t.dtype.itemsize])
+
+
+def _signed(bits: int, size: int) -> int:
+    return int.from_bytes(bits.to_bytes(size, "little"), "little", signed=size > 1)
+
+
+def marker_bits(poison: PoisonName, dtype: torch.dtype) -> int | None:
+    """The bit pattern of one element of poisoned memory (as int_view reads it)."""
+    size = dtype.itemsize
+    if dtype in _NAN_MARKER:
+        if poison == "nan":
+            return _signed(_NAN_MARKER[dtype], size)
+        value = torch.tensor([_GARBAGE_VALUE[dtype]], dtype=dtype)
+        return int(value.view(_INT_OF_SIZE[size]).item())
+    if size not in _INT_OF_SIZE or dtype.is_complex:
+        return None
+    byte = 0xA5 if poison == "nan" else 0x5A
+    return _signed(int.from_bytes(bytes([byte]) * size, "little"), size)
+
+
+def tolerance(dtype: torch.dtype, atol: float | None, rtol: float | None) -> tuple[float, float]:
+    """KernelBench's: 1e-2 for half types, 1e-4 otherwise (explicit values win)."""
+    default = 1e-2 if dtype in (torch.float16, torch.bfloat16) else 1e-4
+    return (default if atol is None else atol), (default if rtol is None else rtol)
+
+
+def slabs(*tensors: torch.Tensor, chunk: int = CHUNK) -> Iterator[tuple[torch.Tensor, ...]]:
+    """Flat pieces of same-shaped tensors, in row-major order, at most about `chunk`
+    elements each: slices along the outermost dimensions, so only a piece is ever copied."""
+    shape = tensors[0].shape
+    if any(t.shape != shape for t in tensors):
+        raise ValueError("slabs of tensors of different shapes")
+    if tensors[0].numel() == 0:
+        return
+    if len(shape) == 0:
+        yield tuple(t.reshape(1) for t in tensors)
+        return
+    inner = math.prod(shape[1:])
+    if inner > chunk:
+        for i in range(shape[0]):
+            yield from slabs(*(t[i] for t in tensors), chunk=chunk)
+        return
+    rows = max(1, chunk // max(inner, 1))
+    for start in range(0, shape[0], rows):
+        yield tuple(t[start : start + rows].reshape(-1) for t in tensors)
+
+
+@dataclass
+class Comparison:
+    """allclose of one output with NaN/Inf where the reference is finite counted as wrong,
+    plus what the cheat checks and the precision probe read off the same pass."""
+
+    ok: bool
+    max_abs: float
+    max_rel: float
+    message: str
+    bad: int = 0
+    numel: int = 0
+    err_sq: float = 0.0  # sum of squared differences where both are finite
+    ref_sq: float = 0.0  # sum of squares of the reference where finite
+    survivors: int = 0  # elements still holding the marker where the reference does not
+    constant: bool = False  # every element of the output has the same bits
+    ref_constant: bool = False
+
+    @property
+    def norm_error(self) -> float:
+        """||out - ref|| / ||ref|| over the finite elements."""
+        return math.sqrt(self.err_sq) / math.sqrt(self.ref_sq) if self.ref_sq > 0 else math.sqrt(self.err_sq)
+
+
+@dataclass
+class _Running:
+    bad: int = 0
+    nonfinite_bad: int = 0
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    err_sq: float = 0.0
+    ref_sq: float = 0.0
+    survivors: int = 0
+    worst: tuple[float, int, float, float] = (-math.inf, -1, 0.0, 0.0)  # badness, index, got, want
+    firsts: dict[str, torch.Tensor] = field(default_factory=dict)
+    varies: dict[str, bool] = field(default_factory=lambda: {"out": False, "ref": False})
+
+    def constancy(self, name: str, bits: torch.Tensor) -> None:
+        first = self.firsts.setdefault(name, bits[:1].clone())
+        if not self.varies[name] and bool((bits != first).any()):
+            self.varies[name] = True
+
+
+def _where(index: int, ref: torch.Tensor) -> str:
+    return f"output {index} (shape {list(ref.shape)}, {str(ref.dtype).removeprefix('torch.')})"
+
+
+def compare(
+    index: int,
+    out: torch.Tensor,
+    ref: torch.Tensor,
+    atol: float | None = None,
+    rtol: float | None = None,
+    poison: PoisonName | None = None,
+    chunk: int = CHUNK,
+) -> Comparison:
+    """Compare output `index` of the candidate with the reference's, slab by slab."""
+    where = _where(index, ref)
+    if out.shape != ref.shape or out.dtype != ref.dtype:
+        layout = f"shape {list(out.shape)}, {str(out.dtype).removeprefix('torch.')}"
+        return Comparison(False, math.inf, math.inf, f"{where}: got {layout}", bad=ref.numel(), numel=ref.numel())
+    if out.is_complex():
+        out, ref = torch.view_as_real(out), torch.view_as_real(ref)
+    a_tol, r_tol = tolerance(ref.dtype, atol, rtol)
+    marker = marker_bits(poison, ref.dtype) if poison is not None else None
+    run = _Running()
+    offset = 0
+    floating = ref.is_floating_point()
+    for o_slab, r_slab in slabs(out, ref, chunk=chunk):
+        o_bits, r_bits = int_view(o_slab), int_view(r_slab)
+        run.constancy("out", o_bits)
+        run.constancy("ref", r_bits)
+        if marker is not None:
+            run.survivors += int(((o_bits == marker) & (r_bits != marker)).sum().item())
+        if floating:
+            _float_slab(run, o_slab.double(), r_slab.double(), a_tol, r_tol, offset)
+        else:
+            differ = o_slab != r_slab
+            count = int(differ.sum().item())
+            if count and run.worst[1] < 0:
+                first = int(differ.nonzero()[0, 0].item())
+                run.worst = (1.0, offset + first, float(o_slab[first].item()), float(r_slab[first].item()))
+            run.bad += count
+            run.max_abs = max(run.max_abs, float(count > 0))
+            run.max_rel = run.max_abs
+        offset += o_slab.numel()
+    numel = ref.numel()
+    max_abs = math.inf if run.nonfinite_bad else run.max_abs
+    max_rel = math.inf if run.nonfinite_bad else run.max_rel
+    result = Comparison(
+        ok=run.bad == 0,
+        max_abs=max_abs,
+        max_rel=max_rel,
+        message="",
+        bad=run.bad,
+        numel=numel,
+        err_sq=run.err_sq,
+        ref_sq=run.ref_sq,
+        survivors=run.survivors,
+        constant=numel >= 2 and not run.varies["out"],
+        ref_constant=numel >= 2 and not run.varies["ref"],
+    )
+    if run.bad:
+        worst, got, want = run.worst[1:]
+        idx = [int(i) for i in torch.unravel_index(torch.tensor(worst), ref.shape)] if ref.dim() else []
+        tol = f"atol={a_tol:g} rtol={r_tol:g}" if floating else "exact equality"
+        nonfinite = f" ({run.nonfinite_bad} NaN/Inf)" if run.nonfinite_bad else ""
+        result.message = (
+            f"{where}: {run.bad} of {numel} elements outside {tol}{nonfinite}; "
+            f"worst at {idx}: got {got:.6g}, expected {want:.6g}"
+        )
+    return result
+
+
+def _float_slab(run: _Running, o: torch.Tensor, r: torch.Tensor, a_tol: float, r_tol: float, offset: int) -> None:
+    close = torch.isclose(o, r, rtol=r_tol, atol=a_tol, equal_nan=True)
+    finite = torch.isfinite(o) & torch.isfinite(r)
+    diff = torch.where(finite, (o - r).abs(), torch.zeros_like(o))
+    bad = int((~close).sum().item())
+    run.nonfinite_bad += int((~close & ~finite).sum().item())
+    run.bad += bad
+    if diff.numel():
+        run.max_abs = max(run.max_abs, float(diff.max().item()))
+        # Relative error against |ref| + atol, so near-zero references do not blow it up.
+        run.max_rel = max(run.max_rel, float((diff / (r.abs() + a_tol)).max().item()))
+    run.err_sq += float(diff.square().sum().item())
+    run.ref_sq += float(torch.where(torch.isfinite(r), r, torch.zeros_like(r)).square().sum().item())
+    if bad:
+        # The worst mismatch: a non-finite one first, else the largest absolute difference.
+        badness = torch.where(close, torch.full_like(diff, -1.0), torch.where(finite, diff, torch.inf))
+        at = int(badness.argmax().item())
+        value = float(badness[at].item())
+        if value > run.worst[0]:
+            run.worst = (value, offset + at, float(o[at].item()), float(r[at].item()))
+
+
+def deviation(a: torch.Tensor, b: torch.Tensor, chunk: int = CHUNK) -> tuple[float, float]:
+    """(max |a - b|, ||a - b||) over the elements where both are finite, in float64."""
+    largest = total = 0.0
+    for x, y in slabs(a, b, chunk=chunk):
+        x64, y64 = x.double(), y.double()
+        diff = torch.where(torch.isfinite(x64) & torch.isfinite(y64), (x64 - y64).abs(), torch.zeros_like(x64))
+        largest = max(largest, float(diff.max().item()))
+        total += float(diff.square().sum().item())
+    return largest, math.sqrt(total)
+
+
+def rms(t: torch.Tensor, chunk: int = CHUNK) -> float:
+    """Root mean square over the finite elements."""
+    total, count = 0.0, 0
+    for (x,) in slabs(t, chunk=chunk):
+        x64 = x.double()
+        finite = torch.isfinite(x64)
+        total += float(torch.where(finite, x64, torch.zeros_like(x64)).square().sum().item())
+        count += int(finite.sum().item())
+    return math.sqrt(total / count) if count else 0.0
+
+
+def bitwise_equal(a: torch.Tensor, b: torch.Tensor, chunk: int = CHUNK) -> bool:
+    """Same shape, dtype and bits everywhere (NaNs included)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    return all(bool(torch.equal(int_view(x), int_view(y))) for x, y in slabs(a, b, chunk=chunk))
+
+
+def fingerprint(t: torch.Tensor, chunk: int = CHUNK) -> tuple[object, ...]:
+    """A position-sensitive checksum of the bits (plus shape and dtype): equal tensors have
+    equal fingerprints, and different ones almost surely do not."""
+    total = weighted = 0
+    offset = 0
+    for (piece,) in slabs(t, chunk=chunk):
+        bits = int_view(piece).to(torch.int64)
+        weights = (torch.arange(offset, offset + bits.numel(), device=bits.device) % _FINGERPRINT_PRIME) + 1
+        total += int(bits.sum().item())
+        weighted += int((bits * weights).sum().item())
+        offset += bits.numel()
+    return (str(t.dtype), *t.shape, total, weighted)

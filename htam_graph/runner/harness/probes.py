@@ -1,0 +1,256 @@
+"""What the harness checks inside a candidate's process: poisoned free memory, the aten ops
+of forward, work off the current stream, and the state of the process itself.
+
+Everything here runs beside the candidate's code, so a candidate that sets out to defeat
+it can (it owns the process). These checks make the easy ways loud and cheap to catch;
+the guarantees come from the referee, which never trusts this process (docs/judge.md).
+"""
+
+from __future__ import annotations
+
+import builtins
+import gc
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+import torch
+import torch.nn.modules.module as nn_module
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from htam_graph.runner.compare import int_view, marker_bits
+from htam_graph.runner.proc import child_pids
+from htam_graph.runner.protocol import PoisonName, TensorSpec
+
+
+def poison_memory(specs: Iterable[TensorSpec], poison: PoisonName, blocks: int, device: torch.device) -> None:
+    """Leave only marked free blocks in the allocator, sized like the expected outputs, so
+    the candidate's empty/empty_like receives marked memory."""
+    torch.cuda.synchronize(device)
+    torch.cuda.empty_cache()
+    held = []
+    for spec in specs:
+        dtype = getattr(torch, spec.dtype)
+        bits = marker_bits(poison, dtype)
+        if bits is None:
+            continue
+        for _ in range(blocks):
+            block = torch.empty(spec.shape, dtype=dtype, device=device)
+            int_view(block).fill_(bits)
+            held.append(block)
+    torch.cuda.synchronize(device)
+    del held
+
+
+# --- torch compute inside a native candidate's forward ------------------------------------
+
+# Allocation, views and metadata: what a native forward legitimately does around its
+# launches. Fills are allowed for zero-initialised accumulators; a constant output is
+# caught separately (CONSTANT_OUTPUT).
+ALLOWED_OPS = frozenset(
+    {
+        "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like",
+        "new_zeros", "zero_", "ones", "ones_like", "new_ones", "full", "full_like", "new_full", "fill_",
+        "resize_", "lift_fresh", "view", "reshape", "_unsafe_view", "_reshape_alias", "as_strided", "view_as",
+        "flatten", "unflatten", "contiguous", "clone", "copy_", "t", "transpose", "permute", "expand",
+        "expand_as", "squeeze", "unsqueeze", "detach", "alias", "slice", "select", "narrow", "split",
+        "split_with_sizes", "chunk", "unbind", "size", "stride", "numel", "dim", "sym_size", "sym_stride",
+        "sym_numel", "sym_storage_offset", "is_contiguous", "_local_scalar_dense", "record_stream",
+    }
+)  # fmt: skip
+
+
+class OpRecorder(TorchDispatchMode):
+    """Records every aten op a forward dispatches; tensor data pointers bypass it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: list[str] = []
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        self.ops.append(f"{func.namespace}.{func.overloadpacket.__name__}")
+        return func(*args, **(kwargs or {}))
+
+    def disallowed(self) -> list[str]:
+        seen: dict[str, None] = {}
+        for op in self.ops:
+            namespace, name = op.split(".", 1)
+            if namespace != "aten" or name not in ALLOWED_OPS:
+                seen[op] = None
+        return list(seen)
+
+
+# --- work off the current stream ------------------------------------------------------
+HOLD_MS = 100.0  # the spin kernel that holds the current stream
+SETTLE_S = 0.02  # host wait after forward returns, so work elsewhere can finish
+
+
+def held_stream_snapshot(call: Callable[[], Any], cycles_per_ms: float) -> tuple[list[Any] | None, list[Any]]:
+    """Run `call` while a spin kernel holds the current stream, and copy its outputs on
+    another stream before the hold ends. Work queued on the current stream cannot have
+    started then; work that is done already ran elsewhere (a private stream, a thread).
+    Returns (the copies, or None when the hold ended first, e.g. forward synchronized the
+    device itself; the outputs)."""
+    torch.cuda.synchronize()
+    observer = torch.cuda.Stream()
+    torch.cuda._sleep(int(HOLD_MS * cycles_per_ms))
+    hold = torch.cuda.Event()
+    hold.record()
+    outs = flatten_outputs(call())
+    time.sleep(SETTLE_S)
+    with torch.cuda.stream(observer):
+        copies = [t.clone() if isinstance(t, torch.Tensor) else t for t in outs]
+    observer.synchronize()
+    conclusive = not hold.query()
+    torch.cuda.synchronize()
+    return (copies if conclusive else None), outs
+
+
+def early_fraction(copies: list[Any], outs: list[Any], before: list[Any]) -> float:
+    """Of the output elements that differ from the previous call's, the fraction already
+    final in the copies taken while the current stream was held."""
+    changed = early = 0
+    for copy, out, old in zip(copies, outs, before, strict=False):
+        if not all(type(t) is torch.Tensor for t in (copy, out, old)):
+            continue
+        if out.dtype.itemsize not in (1, 2, 4, 8) or not copy.shape == old.shape == out.shape or old.dtype != out.dtype:
+            continue
+        mask = int_view(out) != int_view(old)
+        changed += int(mask.sum().item())
+        early += int((mask & (int_view(copy) == int_view(out))).sum().item())
+    return early / changed if changed else 0.0
+
+
+def flatten_outputs(out: Any) -> list[Any]:
+    return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+# --- the state of the process ---------------------------------------------------------------
+
+_TORCH_WATCHED: dict[str, tuple[Any, str]] = {
+    "torch.cuda.synchronize": (torch.cuda, "synchronize"),
+    "torch.cuda.Event": (torch.cuda, "Event"),
+    "torch.cuda.Event.record": (torch.cuda.Event, "record"),
+    "torch.cuda.Event.elapsed_time": (torch.cuda.Event, "elapsed_time"),
+    "torch.cuda.Event.synchronize": (torch.cuda.Event, "synchronize"),
+    "torch.cuda.Event.query": (torch.cuda.Event, "query"),
+    "torch.cuda.Stream": (torch.cuda, "Stream"),
+    "torch.cuda.current_stream": (torch.cuda, "current_stream"),
+    "torch.cuda.empty_cache": (torch.cuda, "empty_cache"),
+    "torch.cuda._sleep": (torch.cuda, "_sleep"),
+    "torch.Tensor.data_ptr": (torch.Tensor, "data_ptr"),
+    "torch.Tensor.clone": (torch.Tensor, "clone"),
+    "torch.Tensor.copy_": (torch.Tensor, "copy_"),
+    "torch.Tensor.fill_": (torch.Tensor, "fill_"),
+    "torch.Tensor.view": (torch.Tensor, "view"),
+    "torch.empty": (torch, "empty"),
+    "torch.no_grad": (torch, "no_grad"),
+    "time.perf_counter": (time, "perf_counter"),
+    "time.sleep": (time, "sleep"),
+}
+_ITIMERS = (signal.ITIMER_REAL, signal.ITIMER_VIRTUAL, signal.ITIMER_PROF)
+
+
+def _signals() -> dict[int, Any]:
+    handlers = {}
+    for sig in signal.valid_signals():
+        try:
+            handlers[int(sig)] = signal.getsignal(sig)
+        except (OSError, ValueError):  # SIGKILL, SIGSTOP and real-time signals on some systems
+            continue
+    return handlers
+
+
+def _global_hooks() -> list[str]:
+    """torch's process-wide module hooks that hold entries (they run inside every forward)."""
+    return [
+        name
+        for name, value in vars(nn_module).items()
+        if name.startswith("_global_") and name.endswith("hooks") and isinstance(value, dict) and value
+    ]
+
+
+def precision_flags() -> dict[str, object]:
+    return {
+        "torch.backends.cuda.matmul.allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+        "torch.backends.cudnn.allow_tf32": torch.backends.cudnn.allow_tf32,
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        "allow_fp16_reduced_precision_reduction": torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction,
+        "allow_bf16_reduced_precision_reduction": torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction,
+    }
+
+
+@dataclass
+class Integrity:
+    """The identities and settings the harness relies on, taken before the candidate loads.
+
+    `check()` lists what changed: replaced functions of the harness, of torch's timing and
+    synchronisation, of builtins; global module hooks (they would run inside a reference
+    forward in the same process); trace, profile and signal handlers, interval timers and
+    gc callbacks (code that runs inside the harness between the candidate's calls);
+    torch's precision flags; and threads or child processes left running.
+    """
+
+    modules: list[ModuleType]
+    classes: list[type] = field(default_factory=list)
+    instances: list[object] = field(default_factory=list)
+    _saved: dict[str, tuple[Any, str, Any]] = field(default_factory=dict)
+    _signals: dict[int, Any] = field(default_factory=dict)
+    _flags: dict[str, object] = field(default_factory=dict)
+    _threads: int = 0
+    _children: set[int] = field(default_factory=set)
+    _gc_callbacks: int = 0
+
+    def __post_init__(self) -> None:
+        watched = dict(_TORCH_WATCHED)
+        for module in [*self.modules, builtins]:
+            for name, value in vars(module).items():
+                if callable(value) and not name.startswith("__"):
+                    watched[f"{module.__name__}.{name}"] = (module, name)
+        for cls in self.classes:
+            for name, value in vars(cls).items():
+                if callable(value) and not (name.startswith("__") and name.endswith("__")):
+                    watched[f"{cls.__qualname__}.{name}"] = (cls, name)
+        self._saved = {key: (owner, attr, getattr(owner, attr)) for key, (owner, attr) in watched.items()}
+        self._signals = _signals()
+        self._flags = precision_flags()
+        self._threads = threading.active_count()
+        self._children = child_pids()
+        self._gc_callbacks = len(gc.callbacks)
+
+    def check(self) -> list[str]:
+        found = [key for key, (owner, attr, value) in self._saved.items() if getattr(owner, attr, None) is not value]
+        found = [f"replaced {key}" for key in found]
+        for obj in self.instances:
+            shadowed = [name for name in vars(obj) if callable(getattr(type(obj), name, None))]
+            found += [f"shadowed {type(obj).__qualname__}.{name}" for name in shadowed]
+        found += [f"registered global module hooks ({name})" for name in _global_hooks()]
+        if torch._C._len_torch_dispatch_stack() or torch._C._len_torch_function_stack():
+            found.append("left a torch dispatch or function mode active")
+        if sys.gettrace() is not None or sys.getprofile() is not None:
+            found.append("installed a trace or profile function")
+        if threading.gettrace() is not None or threading.getprofile() is not None:
+            found.append("installed a thread trace or profile function")
+        now = _signals()
+        found += [f"installed a handler for signal {sig}" for sig, h in now.items() if h is not self._signals.get(sig)]
+        if any(signal.getitimer(timer) != (0.0, 0.0) for timer in _ITIMERS):
+            found.append("started an interval timer")
+        if len(gc.callbacks) != self._gc_callbacks:
+            found.append("registered a gc callback")
+        flags = precision_flags()
+        found += [f"changed {key}" for key in flags if flags[key] != self._flags[key]]
+        return found
+
+    def concurrency(self) -> str:
+        threads, children = threading.active_count(), child_pids() - self._children
+        parts = []
+        if threads > self._threads:
+            parts.append(f"{threads - self._threads} new thread(s)")
+        if children:
+            parts.append(f"{len(children)} new child process(es)")
+        return " and ".join(parts)

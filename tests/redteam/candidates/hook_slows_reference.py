@@ -1,0 +1,37 @@
+"""Cheat (slowing the reference): registers a global module forward hook that sleeps, so
+in a judge that runs the reference in the candidate's process the eager time, and the
+speedup, grow; the hook would stay behind for the next candidates too."""
+
+import time
+
+import torch
+import torch.nn as nn
+
+from htam_graph.runner.native import load_cuda
+
+CUDA_SRC = r"""
+extern "C" __global__ void relu_kernel(const float* __restrict__ x, float* __restrict__ y, long long n) {
+    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i < n) y[i] = fmaxf(x[i], 0.0f);
+}
+"""
+
+
+def _slow(module, args, output):
+    if type(module).__name__ != "ModelNew":
+        time.sleep(0.002)
+
+
+torch.nn.modules.module.register_module_forward_hook(_slow)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.kernels = load_cuda(CUDA_SRC)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.empty_like(x)
+        n = x.numel()
+        self.kernels.launch("relu_kernel", grid=((n + 255) // 256,), block=(256,), args=(x, y, n), shared_mem=0)
+        return y

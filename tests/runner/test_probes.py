@@ -1,0 +1,95 @@
+"""What the harness checks inside a candidate's process, on CPU tensors: the op recorder,
+the held-stream arithmetic, and the integrity of the process."""
+
+from __future__ import annotations
+
+import signal
+import sys
+
+import pytest
+import torch
+
+from htam_graph.runner.harness import probes
+
+
+def test_the_op_recorder_allows_allocation_and_views_only():
+    x = torch.randn(4, 4)
+    with probes.OpRecorder() as recorder:
+        y = torch.empty_like(x)
+        y.view(16).zero_()
+        x.t().contiguous()
+    assert recorder.disallowed() == []
+    with probes.OpRecorder() as recorder:
+        torch.relu(x)
+        x @ x
+    assert recorder.disallowed() == ["aten.relu", "aten.mm"]
+
+
+def test_early_fraction_counts_only_elements_the_call_changed():
+    before = torch.tensor([0.0, 1.0, 2.0, 3.0])
+    out = torch.tensor([0.0, 5.0, 6.0, 7.0])  # element 0 did not change, so it says nothing
+    assert probes.early_fraction([before.clone()], [out], [before]) == 0.0  # stale buffer: honest
+    assert probes.early_fraction([out.clone()], [out], [before]) == 1.0  # already final: off-stream work
+    half = torch.tensor([0.0, 5.0, 2.0, 3.0])
+    assert probes.early_fraction([half], [out], [before]) == pytest.approx(1 / 3)
+    assert probes.early_fraction([out.clone()], [out], [out.clone()]) == 0.0  # nothing changed at all
+
+
+class _Judge:
+    def step(self) -> int:
+        return 1
+
+
+@pytest.fixture
+def integrity():
+    return probes.Integrity(modules=[probes], classes=[_Judge], instances=[_Judge()])
+
+
+def test_a_clean_process_reports_nothing(integrity):
+    assert integrity.check() == []
+    assert integrity.concurrency() == ""
+
+
+def test_replaced_and_shadowed_functions_are_reported(integrity, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+    monkeypatch.setattr(probes, "poison_memory", lambda *a, **k: None)
+    monkeypatch.setattr(_Judge, "step", lambda self: 2)
+    monkeypatch.setattr(integrity.instances[0], "step", lambda: 3, raising=False)
+    found = integrity.check()
+    assert "replaced torch.cuda.synchronize" in found
+    assert "replaced htam_graph.runner.harness.probes.poison_memory" in found
+    assert "replaced _Judge.step" in found
+    assert "shadowed _Judge.step" in found
+
+
+def test_hooks_traces_signals_and_precision_flags_are_reported(integrity):
+    handle = torch.nn.modules.module.register_module_forward_hook(lambda *a: None)
+    previous = signal.signal(signal.SIGUSR1, lambda *a: None)
+    tf32 = torch.backends.cuda.matmul.allow_tf32
+    sys.settrace(lambda *a: None)
+    torch.backends.cuda.matmul.allow_tf32 = not tf32
+    try:
+        found = integrity.check()
+    finally:
+        sys.settrace(None)
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        signal.signal(signal.SIGUSR1, previous)
+        handle.remove()
+    assert any(f.startswith("registered global module hooks") for f in found)
+    assert "installed a trace or profile function" in found
+    assert f"installed a handler for signal {int(signal.SIGUSR1)}" in found
+    assert "changed torch.backends.cuda.matmul.allow_tf32" in found
+    assert integrity.check() == []
+
+
+def test_threads_left_running_are_reported(integrity):
+    import threading
+
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        assert integrity.concurrency() == "1 new thread(s)"
+    finally:
+        stop.set()
+        thread.join()

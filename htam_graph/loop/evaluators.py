@@ -11,7 +11,7 @@ import logging
 from types import TracebackType
 from typing import Protocol, Self
 
-from htam_graph.runner.build import device_arch
+from htam_graph.runner.build import gpu_arch
 from htam_graph.runner.evaluate import Evaluator, precheck
 from htam_graph.runner.jobs import EvalConfig
 from htam_graph.runner.models import EvalResult, Timing, Verdict
@@ -75,7 +75,7 @@ class StandInEvaluator:
     device = STAND_IN_DEVICE
 
     def __init__(self) -> None:
-        self.target = f"an NVIDIA GPU of architecture {device_arch()}"
+        self.target = f"an NVIDIA GPU of architecture {gpu_arch()}"
 
     def __enter__(self) -> Self:
         return self

@@ -5,9 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from htam_graph.errors import UserError
-from htam_graph.llm.anthropic_client import AnthropicClient
 from htam_graph.llm.base import LLMClient
-from htam_graph.llm.openai_client import OpenAIClient
 from htam_graph.llm.script import ScriptClient
 from htam_graph.llm.settings import LLMSettings
 
@@ -15,10 +13,16 @@ from htam_graph.llm.settings import LLMSettings
 def make_client(settings: LLMSettings, script_path: Path | None = None) -> LLMClient:
     """The configured backend; call its `check()` before any work. `script_path` is the
     script file of the script backend (its responses are the run's LLM answers)."""
+    # The provider SDKs are imported only for their backend: a script run (e.g. on a GPU
+    # machine that lacks them) needs neither, and each costs import time.
     match settings.backend:
         case "anthropic":
+            from htam_graph.llm.anthropic_client import AnthropicClient
+
             return AnthropicClient(settings)
         case "openai":
+            from htam_graph.llm.openai_client import OpenAIClient
+
             return OpenAIClient(settings)
         case "script":
             if script_path is None:

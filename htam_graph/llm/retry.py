@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 import tenacity
-from pydantic import BaseModel, ConfigDict, Field
+
+from htam_graph.llm.settings import RetryPolicy
 
 logger = logging.getLogger(__name__)
 
@@ -25,14 +26,6 @@ T = TypeVar("T")
 # Rate limited, server errors and Anthropic's 529 overloaded. Never 400/401/403/404: the
 # same request would fail the same way.
 TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504, 529})
-
-
-class RetryPolicy(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    max_retries: int = Field(4, ge=0)
-    backoff_s: float = Field(1.0, ge=0.0)  # the first wait; doubled per retry
-    backoff_max_s: float = Field(60.0, ge=0.0)
 
 
 @dataclass(frozen=True)

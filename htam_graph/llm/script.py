@@ -82,7 +82,7 @@ class ScriptClient(LLMClient):
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.model = f"script:{path.name}"
+        self.model = path.name
         # Per template, its responses in order, each with its text (from `file` too) or answer.
         self._queues: dict[str, list[ScriptEntry]] = {}
         for entry in _load(path).responses:
@@ -104,6 +104,10 @@ class ScriptClient(LLMClient):
         if entry.answer is None:
             return parse_answer(schema, completion), completion
         return validate_answer(schema, entry.answer, completion), completion
+
+    def has(self, template: str) -> bool:
+        """Whether the script answers calls of `template` at all."""
+        return template in self._queues
 
     def remaining(self, template: str) -> int:
         """Responses for `template` not replayed yet."""

@@ -7,9 +7,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, SecretStr
-
-from htam_graph.llm.retry import RetryPolicy
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 Backend = Literal["anthropic", "openai", "script", "catalog"]
 StructuredMode = Literal["tool", "json"]
@@ -17,6 +15,16 @@ StructuredMode = Literal["tool", "json"]
 # The SDKs' own variables, read when HTAM_LLM__API_KEY is not set.
 API_KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 DEFAULT_ANTHROPIC_MODEL = "claude-opus-5-5"
+
+
+class RetryPolicy(BaseModel):
+    """How transient failures are retried (llm/retry.py does the waiting)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    max_retries: int = Field(4, ge=0)
+    backoff_s: float = Field(1.0, ge=0.0)  # the first wait; doubled per retry
+    backoff_max_s: float = Field(60.0, ge=0.0)
 
 
 class LLMSettings(BaseModel):

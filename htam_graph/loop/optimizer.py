@@ -294,6 +294,9 @@ class Optimizer:
         """The LLM's choice among `locals_`; one retry, then the best by its own record."""
         if not locals_:
             raise ValueError("a global without locals: seed the memory (htam memory seed)")
+        by_record = max(locals_, key=lambda v: v.shrunk_mean_reward(self.params.alpha))
+        if isinstance(self.client, ScriptClient) and not self.client.has("select_local"):
+            return by_record, True  # a script that records no strategy choices leaves them to the memory
         by_id = {loc.id: loc for loc in locals_}
         user = render(
             "select_local", state=state, glob=direction.glob, transitions=direction.transitions, locals=locals_
@@ -310,11 +313,10 @@ class Optimizer:
                 return by_id[answer.local_id], False
             error = f"{answer.local_id!r} is not one of the offered strategies"
             self._calls.append(CallRecord.of(prompt, completion, error=error))
-        fallback = max(locals_, key=lambda v: v.shrunk_mean_reward(self.params.alpha))
         log.warning(
-            "step %d: no valid strategy choice after a retry; took %s by its record", state.step_index, fallback.id
+            "step %d: no valid strategy choice after a retry; took %s by its record", state.step_index, by_record.id
         )
-        return fallback, True
+        return by_record, True
 
     def _similar_steps(self) -> list[RetrievedStep]:
         """The flat baseline's memory: past steps of this task first, then others, best first."""

@@ -59,7 +59,7 @@ responses:
     assert completion.usage == Usage() and completion.usage.cost_usd == 0.0
     assert client.complete(GENERATE).text == "first kernel\n"
     assert client.complete(GENERATE).text == "second kernel\n"
-    assert client.model == "script:run.yaml"
+    assert client.model == "run.yaml"
 
 
 def test_running_out_names_the_file_and_the_template(tmp_path: Path) -> None:

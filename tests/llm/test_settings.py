@@ -8,8 +8,8 @@ import pytest
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from htam_graph.llm.retry import RetryPolicy, retry_after_s
-from htam_graph.llm.settings import LLMSettings
+from htam_graph.llm.retry import retry_after_s
+from htam_graph.llm.settings import LLMSettings, RetryPolicy
 
 
 class NestedSettings(BaseSettings):

@@ -206,3 +206,17 @@ def test_max_cost_ends_the_run_cleanly(tmp_path):
     with KernelWritingAnthropic({MODEL}) as server:
         summary = optimize("--max-cost", "0.000001", cwd=tmp_path, env={**local_env(store), **anthropic_env(server)})
     assert summary["steps_done"] == 1 and summary["stopped"].startswith("max cost")
+
+
+def test_a_script_of_kernels_alone_leaves_strategies_and_notes_to_the_memory(tmp_path):
+    """bench/scripts/softmax: six hand-written kernels and one repair, nothing else."""
+    script = Path(__file__).resolve().parents[2] / "bench" / "scripts" / "softmax" / "script.yaml"
+    store = seeded_local(tmp_path / "m.sqlite")
+    r = htam("optimize", "level1/7_Softmax", "--llm", "script", "--script", str(script), "--evaluator", "stand-in",
+             "--out", str(tmp_path / "runs"), "--json", cwd=tmp_path, env=local_env(store))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(r.stdout)
+    assert [t["verdict"] for t in summary["trajectory"]] == ["ok"] * 6  # step 4 compiled on its repair
+    step4 = json.loads((Path(summary["folder"]) / "steps" / "003.json").read_text())
+    assert [a["result"]["verdict"] for a in step4["attempts"]] == ["compile_error", "ok"]
+    assert step4["local_fallback"] and "level1/7_Softmax: ok" in step4["note"]

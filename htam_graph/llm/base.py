@@ -14,7 +14,7 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from types import TracebackType
-from typing import ClassVar, Self, TypeVar
+from typing import Any, ClassVar, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -34,9 +34,19 @@ class Prompt(BaseModel):
     static: str = ""
     user: str
     rendered: tuple[Rendered, ...] = ()
+    # The values the user part was rendered from, as JSON: for a backend that reads the
+    # state itself rather than the text (the strategy catalog). Not sent, not hashed.
+    context: dict[str, Any] = Field(default_factory=dict)
 
     @classmethod
-    def build(cls, *, user: Rendered, system: Sequence[Rendered] = (), static: Sequence[Rendered] = ()) -> Prompt:
+    def build(
+        cls,
+        *,
+        user: Rendered,
+        system: Sequence[Rendered] = (),
+        static: Sequence[Rendered] = (),
+        context: dict[str, Any] | None = None,
+    ) -> Prompt:
         """A prompt from rendered templates; the parts of `system` and of `static` are each
         joined by a blank line, and every template is kept in `rendered` for the record."""
         return cls(
@@ -45,6 +55,7 @@ class Prompt(BaseModel):
             static=_join(static),
             user=user.text,
             rendered=(*system, *static, user),
+            context=context or {},
         )
 
     @property

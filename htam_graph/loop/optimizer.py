@@ -11,9 +11,11 @@ resumes without redoing or double-counting a finished step.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -298,10 +300,9 @@ class Optimizer:
         if isinstance(self.client, ScriptClient) and not self.client.has("select_local"):
             return by_record, True  # a script that records no strategy choices leaves them to the memory
         by_id = {loc.id: loc for loc in locals_}
-        user = render(
-            "select_local", state=state, glob=direction.glob, transitions=direction.transitions, locals=locals_
+        prompt = self._prompt(
+            "select_local", False, state=state, glob=direction.glob, transitions=direction.transitions, locals=locals_
         )
-        prompt = self._prompt(user, with_contract=False)
         for _attempt in range(2):
             try:
                 answer, completion = self.client.structured(prompt, LocalChoice, CHOICE_MAX_TOKENS)
@@ -329,19 +330,21 @@ class Optimizer:
 
     # -- candidates -----------------------------------------------------------------------
     def _generate(self, state: StepState, direction: Direction) -> Attempt:
-        user = render(
+        prompt = self._prompt(
             "generate",
+            with_contract=True,
             state=state,
             glob=direction.glob,
             transitions=direction.transitions,
             local=direction.local,
             retrieved=direction.retrieved,
         )
-        return self._attempt(self._prompt(user, with_contract=True))
+        return self._attempt(prompt)
 
     def _repair(self, state: StepState, source: str, result: EvalResult) -> Attempt:
-        user = render("repair", state=state, source=source, errors=result.errors)
-        return self._attempt(self._prompt(user, with_contract=True))
+        return self._attempt(
+            self._prompt("repair", with_contract=True, state=state, source=source, errors=result.errors)
+        )
 
     def _attempt(self, prompt: Prompt) -> Attempt:
         completion = self.client.complete(prompt, CODE_MAX_TOKENS)
@@ -364,7 +367,7 @@ class Optimizer:
         }
         if not self._writes_notes() or final.source is None:
             return render("reflection_fallback", **values).text.strip()
-        prompt = self._prompt(render("reflect", source=final.source, **values), with_contract=False)
+        prompt = self._prompt("reflect", with_contract=False, source=final.source, **values)
         completion = self.client.complete(prompt, NOTE_MAX_TOKENS)
         self._calls.append(CallRecord.of(prompt, completion))
         return " ".join(completion.text.split())[:600]
@@ -375,14 +378,16 @@ class Optimizer:
             return self.client.remaining("reflect") > 0
         return self.client.name in ("anthropic", "openai")
 
-    def _prompt(self, user: Rendered, with_contract: bool) -> Prompt:
+    def _prompt(self, name: str, with_contract: bool, **values: Any) -> Prompt:
+        """prompts/<name>.j2 as the user part, after the cached system and static parts."""
+        user = render(name, **values)
         system = [render("system", target=self.manifest.target)]
         static: list[Rendered] = []
         if with_contract:
             static.append(render("native_contract"))
         if self.method not in (Method.VANILLA, Method.FEEDBACK, Method.FLAT):
             static.append(render("memory_bank", globals=self.store.get_globals()))
-        return Prompt.build(user=user, system=system, static=static)
+        return Prompt.build(user=user, system=system, static=static, context=_jsonable(values))
 
     # -- the run folder -------------------------------------------------------------------
     def _persist(self, record: StepRecord) -> None:
@@ -449,3 +454,14 @@ def _error_class(result: EvalResult | None) -> str | None:
 
 def _sha256(source: str) -> str:
     return hashlib.sha256(source.encode("utf-8")).hexdigest()
+
+
+def _jsonable(values: dict[str, Any]) -> dict[str, Any]:
+    """Template values as JSON (pydantic models dumped), for Prompt.context."""
+    return json.loads(json.dumps(values, default=_dump))
+
+
+def _dump(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    raise TypeError(f"{type(value).__name__} is not JSON")

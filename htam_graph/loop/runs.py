@@ -33,9 +33,11 @@ def check_run_id(run_id: str) -> str:
     return run_id
 
 
-def new_run_id(task: Task, method: Method, seed: int) -> str:
+def new_run_id(task: Task, method: Method, seed: int, suffix: str | None = None) -> str:
+    """`task-method-seed-suffix`; a random suffix unless one is given (a bench names its
+    runs by its grid, so that running the same command again finds them)."""
     slug = re.sub(r"[^a-z0-9]+", "-", task.id.lower()).strip("-")
-    return f"{slug}-{method.value}-s{seed}-{secrets.token_hex(3)}"
+    return f"{slug}-{method.value}-s{seed}-{suffix or secrets.token_hex(3)}"
 
 
 def create_run(

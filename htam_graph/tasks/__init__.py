@@ -1,5 +1,13 @@
 """KernelBench-format tasks: loading, validation, and the built-in suite."""
 
-from htam_graph.tasks.loader import Task, builtin_suite_dir, load_task, load_tasks, resolve_task, task_dtype
+from htam_graph.tasks.loader import (
+    Task,
+    builtin_suite_dir,
+    load_task,
+    load_tasks,
+    matches,
+    resolve_task,
+    task_dtype,
+)
 
-__all__ = ["Task", "builtin_suite_dir", "load_task", "load_tasks", "resolve_task", "task_dtype"]
+__all__ = ["Task", "builtin_suite_dir", "load_task", "load_tasks", "matches", "resolve_task", "task_dtype"]

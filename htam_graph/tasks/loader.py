@@ -146,7 +146,8 @@ def _task_files(root: Path) -> list[Path]:
     return in_levels or files
 
 
-def _matches(task: Task, pattern: str) -> bool:
+def matches(task: Task, pattern: str) -> bool:
+    """Whether `pattern` keeps `task`: a glob over its id or name, else a substring of its id."""
     if any(ch in pattern for ch in "*?["):
         return fnmatch(task.id, pattern) or fnmatch(task.name, pattern)
     return pattern.lower() in task.id.lower()
@@ -175,7 +176,7 @@ def load_tasks(root: Path | str, pattern: str | None = None) -> list[Task]:
     else:
         raise UserError(f"{root}: no such file or folder; give a task file or a KernelBench folder")
     if pattern:
-        tasks = [t for t in tasks if _matches(t, pattern)]
+        tasks = [t for t in tasks if matches(t, pattern)]
     if not tasks:
         suffix = f" matching {pattern!r}" if pattern else ""
         raise UserError(f"{root}: no task files{suffix}; expected <id>_<Name>.py files (e.g. level1/19_ReLU.py)")

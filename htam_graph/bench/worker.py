@@ -1,0 +1,177 @@
+"""One worker's share of a bench: streams of runs through the optimization loop, one run
+after another, on the machine (or the GPU) the worker was given.
+
+A run is started, resumed or skipped by what its folder holds (htam_graph/loop/runs.py):
+finished (trajectory.json) is skipped, started (run.json) is resumed after its last
+step, anything else starts afresh. A stream's memory is a SQLite file that is seeded
+(or loaded from --memory-from) once, when it is created; the stream's lock keeps a
+worker of an earlier, killed bench from running the same stream at the same time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from htam_graph.bench.events import Event, RunFinished, RunStarted, StepFinished
+from htam_graph.bench.plan import BenchManifest, Layout, RunSpec, Stream, exclusive
+from htam_graph.errors import UserError
+from htam_graph.llm.factory import make_client
+from htam_graph.llm.settings import LLMSettings
+from htam_graph.loop.evaluators import CandidateEvaluator, make_evaluator
+from htam_graph.loop.optimizer import Optimizer, load_steps
+from htam_graph.loop.records import atomic_write
+from htam_graph.loop.runs import create_run, open_run, task_context
+from htam_graph.memory.models import MemorySnapshot, RunConfig
+from htam_graph.memory.seed import load_seed_bank
+from htam_graph.memory.sqlite_store import SQLiteStore
+from htam_graph.memory.store import MemoryStore
+from htam_graph.runner.jobs import EvalConfig
+from htam_graph.tasks import Task
+
+log = logging.getLogger(__name__)
+
+Emit = Callable[[Event], None]
+
+
+class BenchJob(BaseModel):
+    """What any worker needs to run any stream of one bench."""
+
+    model_config = ConfigDict(frozen=True)
+
+    out: Path
+    manifest: BenchManifest
+    tasks: list[Task]
+    llm: LLMSettings
+    script: Path | None
+    evaluator: str
+
+    def task(self, task_id: str) -> Task:
+        return next(t for t in self.tasks if t.id == task_id)
+
+
+def read_snapshot(path: Path) -> tuple[MemorySnapshot, str]:
+    """An exported memory (`htam memory export`) and the sha256 of its file."""
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise UserError(f"--memory-from {path}: {e.strerror}; give a file written by `htam memory export`") from None
+    try:
+        snapshot = MemorySnapshot.model_validate_json(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        raise UserError(
+            f"--memory-from {path}: field {where}: {err['msg']} (is it an `htam memory export` file?)"
+        ) from None
+    return snapshot, hashlib.sha256(data).hexdigest()
+
+
+def run_worker(job: BenchJob, name: str, next_stream: Callable[[], Stream | None], emit: Emit) -> None:
+    """Run streams until `next_stream` has none left, with one evaluator for all of them."""
+    config = EvalConfig(compile_reference=job.manifest.config.compile_reference)
+    with make_evaluator(job.evaluator, config) as judge:
+        while (stream := next_stream()) is not None:
+            run_stream(job, stream, judge, name, emit)
+
+
+def run_stream(job: BenchJob, stream: Stream, judge: CandidateEvaluator, worker: str, emit: Emit) -> None:
+    """The stream's unfinished runs in order, then its memory exported next to it."""
+    layout = Layout(job.out)
+    lock = exclusive(layout.memory / f".{stream.name}.lock", f"stream {stream.name}", wait=True)
+    with lock, _open_memory(job, layout.store(stream)) as store:
+        for spec in stream.runs:
+            if not layout.run_done(spec):
+                _run(job, layout, spec, store, judge, worker, emit)
+        atomic_write(layout.export(stream), store.export().model_dump_json(indent=1))
+    log.info("%s: stream %s done", worker, stream.name)
+
+
+def _open_memory(job: BenchJob, path: Path) -> SQLiteStore:
+    """The stream's store; a new one is seeded, or filled from --memory-from (one
+    transaction either way, so an interrupted start leaves an empty store)."""
+    store = SQLiteStore(path)
+    if not any(store.counts().values()):
+        source = job.manifest.config.memory_from
+        if source is None:
+            store.seed(load_seed_bank())
+        else:
+            snapshot, sha256 = read_snapshot(Path(source.path))
+            if sha256 != source.sha256:
+                store.close()
+                raise UserError(f"--memory-from {source.path} changed since the bench started; restore it")
+            store.import_snapshot(snapshot)
+        log.info("memory %s: %s", path, store.counts())
+    return store
+
+
+def _run(
+    job: BenchJob, layout: Layout, spec: RunSpec, store: MemoryStore, judge: CandidateEvaluator, worker: str, emit: Emit
+) -> None:
+    config = job.manifest.config
+    task = job.task(spec.task_id)
+    if layout.run_started(spec):
+        manifest, folder = open_run(layout.runs, spec.run_id, task)
+    else:
+        _remove_unstarted(layout.run(spec))
+        manifest, folder = create_run(
+            out=layout.runs,
+            task=task,
+            method=spec.method,
+            seed=spec.seed,
+            config=RunConfig(steps=config.steps, scoring=config.scoring),
+            llm=config.llm,
+            evaluator=judge.label,
+            device=judge.device,
+            target=judge.target,
+            run_id=spec.run_id,
+        )
+    with make_client(job.llm, job.script) as client:
+        optimizer = Optimizer(
+            store=store,
+            client=client,
+            evaluator=judge,
+            task=task,
+            context=task_context(task),
+            manifest=manifest,
+            folder=folder,
+            max_cost=config.max_cost,
+            observe=lambda record, summary: emit(
+                StepFinished(
+                    worker=worker,
+                    run_id=spec.run_id,
+                    index=record.index,
+                    verdict=record.verdict,
+                    best_speedup=summary.best_speedup,
+                )
+            ),
+        )
+        done = len(load_steps(folder))
+        emit(RunStarted(worker=worker, **spec.model_dump(), steps_done=done, steps_planned=optimizer.planned))
+        summary = optimizer.run()
+    emit(
+        RunFinished(
+            worker=worker,
+            run_id=spec.run_id,
+            task_id=spec.task_id,
+            method=spec.method,
+            seed=spec.seed,
+            correct=summary.correct,
+            best_speedup=summary.best_speedup,
+            cost_usd=summary.usage.cost_usd,
+        )
+    )
+
+
+def _remove_unstarted(folder: Path) -> None:
+    """A folder create_run made but was killed before writing run.json into: at most a
+    temporary file; it goes, so the run can be created."""
+    if folder.is_dir():
+        for leftover in folder.iterdir():
+            log.info("removing %s, left by a run killed before it started", leftover)
+            leftover.unlink()
+        folder.rmdir()

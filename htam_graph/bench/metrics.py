@@ -1,0 +1,97 @@
+"""The metrics of docs/method.md ("Metrics") over a bench's runs table, per method and
+seed, then over seeds.
+
+One run per task, method and seed; a task's value is its run's best correct candidate
+(the ok step with the highest speedup over eager; it may be slower than eager):
+
+- correct: the share of tasks with a correct candidate (fast_0);
+- fast_p: the share of tasks with a correct candidate faster than p x eager (fast_1 of
+  one run per task is Fast@1);
+- geomean: the geometric mean of the speedups over all tasks, a task without a correct
+  candidate counting 1.0 (the reference is kept); geomean_correct: over correct tasks only;
+- the same two against torch.compile, over the tasks where it was timed (a correct task
+  whose torch.compile was not timed is left out; a failed task counts 1.0);
+- cost per task: tokens in (billed at the base rate), out, cache reads and writes, dollars
+  (unknown when a model has no price).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+FAST_P = (1.0, 1.5, 2.0)
+COST = ["cost_usd", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"]
+METRICS = [
+    "tasks",
+    "correct",
+    *(f"fast_{p:g}" for p in FAST_P),
+    "geomean",
+    "geomean_correct",
+    "compile_timed",
+    "geomean_compile",
+    "geomean_compile_correct",
+    *COST,
+]
+
+
+def geomean(values: pd.Series) -> float:
+    """exp(mean(log x)); NaN for no values."""
+    return float(np.exp(np.log(values.to_numpy(dtype=float)).mean())) if len(values) else math.nan
+
+
+def fast_p(runs: pd.DataFrame, p: float) -> float:
+    """The share of the runs' tasks with a correct candidate faster than p x eager."""
+    return float((runs["correct"] & (runs["speedup"] > p)).mean())
+
+
+def task_metrics(runs: pd.DataFrame) -> dict[str, float]:
+    """Every metric over one run per task (one method and seed)."""
+    correct = runs["correct"].astype(bool)
+    eager = runs["speedup"].where(correct)
+    compiled = runs["speedup_compile"].where(correct)
+    timed = ~correct | compiled.notna()
+    row: dict[str, float] = {
+        "tasks": len(runs),
+        "correct": float(correct.mean()),
+        **{f"fast_{p:g}": fast_p(runs, p) for p in FAST_P},
+        "geomean": geomean(eager.fillna(1.0)),
+        "geomean_correct": geomean(eager.dropna()),
+        "compile_timed": int(compiled.notna().sum()),
+        "geomean_compile": geomean(compiled[timed].fillna(1.0)) if compiled.notna().any() else math.nan,
+        "geomean_compile_correct": geomean(compiled.dropna()),
+    }
+    for name in COST:
+        row[name] = float(runs[name].mean(skipna=False))  # one unknown price makes the mean unknown
+    return row
+
+
+def per_seed(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per method and seed, methods in the order they first appear."""
+    rows = [
+        {"method": method, "seed": seed, **task_metrics(group)}
+        for (method, seed), group in runs.groupby(["method", "seed"], sort=False)
+    ]
+    return pd.DataFrame(rows, columns=["method", "seed", *METRICS])
+
+
+def per_method(seeds: pd.DataFrame) -> pd.DataFrame:
+    """The mean of every metric over seeds, with its standard deviation (`<metric>_std`,
+    NaN for one seed) and the number of seeds."""
+    grouped = seeds.drop(columns="seed").groupby("method", sort=False)
+    mean, std = grouped.mean(), grouped.std(ddof=1).add_suffix("_std")
+    table = pd.concat([mean, std], axis=1)
+    table.insert(0, "seeds", grouped.size())
+    return table.reset_index()
+
+
+def fast_p_curve(runs: pd.DataFrame, ps: np.ndarray) -> pd.DataFrame:
+    """fast_p at every p of `ps`, per method and seed (the report's curve)."""
+    rows = [
+        {"method": method, "seed": seed, "p": float(p), "fast_p": fast_p(group, float(p))}
+        for (method, seed), group in runs.groupby(["method", "seed"], sort=False)
+        for p in ps
+    ]
+    return pd.DataFrame(rows)

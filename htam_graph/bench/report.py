@@ -1,0 +1,315 @@
+"""A bench's report: the metric tables (CSV), three plots (PNG) and report.md, which says
+first of all which evaluator and which LLM produced the numbers."""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure  # the object API: no pyplot, no global backend state
+
+from htam_graph.bench.metrics import FAST_P, fast_p_curve, per_method, per_seed
+from htam_graph.bench.plan import BenchManifest, Layout
+from htam_graph.bench.results import Results
+
+log = logging.getLogger(__name__)
+
+SYNTHETIC = {
+    "stand-in": "the stand-in evaluator: static checks and nvcc builds are real, but every candidate that "
+    "builds is called correct and its time is derived from a hash of its source",
+    "replay": "the replay evaluator: verdicts and times were read from a file of earlier GPU results",
+}
+TOKENS = [
+    ("input_tokens", "input"),
+    ("cache_read_tokens", "cache reads"),
+    ("cache_write_tokens", "cache writes"),
+    ("output_tokens", "output"),
+]
+
+
+def write_report(layout: Layout, manifest: BenchManifest, results: Results) -> Path:
+    """results/metrics.csv (per method), results/metrics_per_seed.csv, plots/*.png and
+    report.md; returns the report's path."""
+    seeds = per_seed(results.runs)
+    methods = per_method(seeds)
+    layout.results.mkdir(parents=True, exist_ok=True)
+    seeds.to_csv(layout.results / "metrics_per_seed.csv", index=False)
+    methods.to_csv(layout.results / "metrics.csv", index=False)
+    layout.plots.mkdir(parents=True, exist_ok=True)
+    plots = {
+        "fast_p": _plot_fast_p(results.runs),
+        "speedup": _plot_speedups(results.runs),
+        "cost": _plot_cost(seeds),
+    }
+    for name, figure in plots.items():
+        figure.savefig(layout.plots / f"{name}.png", dpi=120)
+    text = _markdown(manifest, results, seeds, methods)
+    tmp = layout.report.with_name(f".{layout.report.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(layout.report)
+    log.info("report written to %s", layout.report)
+    return layout.report
+
+
+# -- plots ------------------------------------------------------------------------------
+def _colours(methods: list[str]) -> dict[str, str]:
+    return {m: f"C{i}" for i, m in enumerate(methods)}
+
+
+def _methods(runs: pd.DataFrame) -> list[str]:
+    return list(dict.fromkeys(runs["method"]))
+
+
+def _plot_fast_p(runs: pd.DataFrame) -> Figure:
+    top = max(2.0, 1.1 * float(runs["speedup"].max(skipna=True) if runs["speedup"].notna().any() else 0.0))
+    curve = fast_p_curve(runs, np.linspace(0.0, top, 241))
+    figure = Figure(figsize=(7, 4.2), layout="constrained")
+    ax = figure.add_subplot()
+    colours = _colours(_methods(runs))
+    for method, colour in colours.items():
+        by_p = curve[curve["method"] == method].groupby("p")["fast_p"]
+        ps = by_p.mean().index.to_numpy()
+        ax.plot(ps, 100 * by_p.mean().to_numpy(), color=colour, label=method)
+        ax.fill_between(ps, 100 * by_p.min().to_numpy(), 100 * by_p.max().to_numpy(), color=colour, alpha=0.15)
+    ax.axvline(1.0, color="grey", linestyle=":", linewidth=1)
+    ax.set(xlabel="p (speedup over eager PyTorch)", ylabel="fast_p (% of tasks)", ylim=(0, 102), xlim=(0, top))
+    ax.set_title("fast_p: tasks with a correct candidate faster than p x eager (band: min-max over seeds)", fontsize=9)
+    ax.legend()
+    return figure
+
+
+def _plot_speedups(runs: pd.DataFrame) -> Figure:
+    methods = _methods(runs)
+    figure = Figure(figsize=(7, 4.2), layout="constrained")
+    ax = figure.add_subplot()
+    colours = _colours(methods)
+    correct = runs[runs["correct"]]
+    values = [correct.loc[correct["method"] == m, "speedup"].to_numpy(dtype=float) for m in methods]
+    if any(len(v) for v in values):
+        ax.boxplot(
+            [v if len(v) else [np.nan] for v in values], positions=range(len(methods)), widths=0.5, showfliers=False
+        )
+        ax.set_yscale("log")
+    for i, (method, v) in enumerate(zip(methods, values)):
+        ax.scatter(i + np.linspace(-0.15, 0.15, len(v)), v, color=colours[method], s=14, alpha=0.8, zorder=3)
+        failed = int((runs["method"] == method).sum()) - len(v)
+        ax.annotate(
+            f"{failed} failed",
+            (i, 0),
+            xycoords=("data", "axes fraction"),
+            xytext=(0, 4),
+            textcoords="offset points",
+            ha="center",
+            fontsize=8,
+            color="grey",
+        )
+    ax.axhline(1.0, color="grey", linestyle=":", linewidth=1)
+    ax.set_xticks(range(len(methods)), methods)
+    ax.set(ylabel="best correct speedup over eager")
+    ax.set_title("Speedup per run (every task and seed; runs without a correct candidate counted below)", fontsize=9)
+    return figure
+
+
+def _plot_cost(seeds: pd.DataFrame) -> Figure:
+    methods = list(dict.fromkeys(seeds["method"]))
+    per = seeds.groupby("method", sort=False)
+    figure = Figure(figsize=(9, 3.8), layout="constrained")
+    dollars, tokens = figure.subplots(1, 2)
+    x = np.arange(len(methods))
+    cost, spread = per["cost_usd"].mean().reindex(methods), per["cost_usd"].std().reindex(methods)
+    dollars.bar(x, cost.fillna(0.0), yerr=spread.fillna(0.0), color=[f"C{i}" for i in x], capsize=3)
+    for i, value in enumerate(cost):
+        if math.isnan(value):
+            dollars.annotate("unknown", (i, 0), xytext=(0, 4), textcoords="offset points", ha="center", fontsize=8)
+    dollars.set_xticks(x, methods)
+    dollars.set_ylim(bottom=0)
+    dollars.set(ylabel="dollars per task", title="Cost per task (mean over seeds)")
+    bottom = np.zeros(len(methods))
+    for column, label in TOKENS:
+        height = per[column].mean().reindex(methods).fillna(0.0).to_numpy() / 1000
+        tokens.bar(x, height, bottom=bottom, label=label)
+        bottom += height
+    tokens.set_xticks(x, methods)
+    tokens.set_ylim(bottom=0)
+    tokens.set(ylabel="thousand tokens per task", title="Tokens per task")
+    tokens.legend(fontsize=8)
+    _small_titles(dollars, tokens)
+    return figure
+
+
+def _small_titles(*axes: Axes) -> None:
+    for ax in axes:
+        ax.title.set_fontsize(9)
+
+
+# -- markdown ---------------------------------------------------------------------------
+def _share(mean: float, std: float) -> str:
+    if math.isnan(mean):
+        return "n/a"
+    return f"{100 * mean:.0f}%" + (f" ± {100 * std:.0f}" if not math.isnan(std) else "")
+
+
+def _times(mean: float, std: float, missing: str = "n/a") -> str:
+    if math.isnan(mean):
+        return missing
+    return f"{mean:.2f}x" + (f" ± {std:.2f}" if not math.isnan(std) else "")
+
+
+def _dollars(value: float) -> str:
+    return "unknown" if math.isnan(value) else f"${value:.3f}"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _markdown(manifest: BenchManifest, results: Results, seeds: pd.DataFrame, methods: pd.DataFrame) -> str:
+    config, runs = manifest.config, results.runs
+    evaluator = config.evaluator
+    devices = sorted(set(runs["device"]))
+    parts = [f"# htam bench: {config.suite}"]
+    if evaluator in SYNTHETIC:
+        parts.append(
+            f"> **Synthetic numbers, not a benchmark.** They come from {SYNTHETIC[evaluator]}. "
+            "They show what the report looks like; they say nothing about any method or kernel."
+        )
+    if config.llm.startswith("script:"):
+        parts.append(f"> The LLM's answers were replayed from a script ({config.llm.removeprefix('script:')}).")
+    if manifest.note:
+        parts.append(manifest.note)
+    memory = (
+        f"imported into each from `{config.memory_from.path}` (sha256 {config.memory_from.sha256[:12]})"
+        if config.memory_from
+        else "seeded from the seed bank"
+    )
+    ids = [t.id for t in config.tasks]
+    setup = [
+        ["tasks", f"{len(ids)}: {', '.join(ids[:6])}" + (f" and {len(ids) - 6} more" if len(ids) > 6 else "")],
+        ["methods", ", ".join(m.value for m in config.methods)],
+        ["seeds", ", ".join(str(s) for s in config.seeds)],
+        ["steps per run", f"{config.steps} (vanilla: 1)"],
+        ["LLM", f"`{config.llm}`"],
+        ["evaluator", f"**{evaluator}**: " + "; ".join(devices)],
+        ["torch.compile reference", _compile_reference(config.evaluator, config.compile_reference, runs)],
+        ["memory", f"one per method and seed, {memory}"],
+        ["runs", f"{len(runs)} ({runs['steps_done'].sum()} steps)"],
+        [
+            "bench",
+            f"`{manifest.tag}`, htam-graph {manifest.htam_version}, started {manifest.created_at:%Y-%m-%d %H:%M} UTC",
+        ],
+    ]
+    parts.append(_table(["", ""], setup))
+    parts.append("## Results")
+    n_seeds = len(config.seeds)
+    parts.append(
+        f"Each value is over the {len(config.tasks)} tasks, then the mean over {n_seeds} seed"
+        + ("s ± their standard deviation" if n_seeds > 1 else "")
+        + ". A task's speedup is its run's best correct candidate's; a task without one counts 1.0 in "
+        "*geomean* and is left out of *geomean, correct*. Definitions below."
+    )
+    header = [
+        "method",
+        "correct",
+        "fast_1 (Fast@1)",
+        *(f"fast_{p:g}" for p in FAST_P[1:]),
+        "geomean",
+        "geomean, correct",
+        "vs torch.compile",
+        "vs torch.compile, correct",
+        "$ per task",
+    ]
+    rows = []
+    for _, m in methods.iterrows():
+        rows.append(
+            [
+                f"**{m['method']}**",
+                _share(m["correct"], m["correct_std"]),
+                *(_share(m[f"fast_{p:g}"], m[f"fast_{p:g}_std"]) for p in FAST_P),
+                _times(m["geomean"], m["geomean_std"]),
+                _times(m["geomean_correct"], m["geomean_correct_std"]),
+                _times(m["geomean_compile"], m["geomean_compile_std"], "not timed"),
+                _times(m["geomean_compile_correct"], m["geomean_compile_correct_std"], "not timed"),
+                _dollars(m["cost_usd"]),
+            ]
+        )
+    parts.append(_table(header, rows))
+    parts.append("![fast_p over p, per method](plots/fast_p.png)")
+    parts.append("![speedup distribution per method](plots/speedup.png)")
+    parts.append("![cost per task, per method](plots/cost.png)")
+    parts.append("## Cost per task")
+    cost_rows = [
+        [m["method"], _dollars(m["cost_usd"]), *(f"{m[c]:,.0f}" for c, _ in TOKENS)] for _, m in methods.iterrows()
+    ]
+    parts.append(_table(["method", "dollars", *(f"{label} tokens" for _, label in TOKENS)], cost_rows))
+    parts.append("## Per seed")
+    seed_rows = [
+        [
+            s["method"],
+            str(s["seed"]),
+            _share(s["correct"], math.nan),
+            _share(s["fast_1"], math.nan),
+            _times(s["geomean"], math.nan),
+            _times(s["geomean_correct"], math.nan),
+            _times(s["geomean_compile"], math.nan, "not timed"),
+            _dollars(s["cost_usd"]),
+        ]
+        for _, s in seeds.iterrows()
+    ]
+    parts.append(
+        _table(
+            ["method", "seed", "correct", "fast_1", "geomean", "geomean, correct", "vs torch.compile", "$ per task"],
+            seed_rows,
+        )
+    )
+    parts.append("## Per task")
+    parts.append("Best correct speedup over eager of each seed's run (✗: no correct candidate).")
+    parts.append(_per_task(runs, [m.value for m in config.methods]))
+    parts.append(DEFINITIONS)
+    return "\n\n".join(parts) + "\n"
+
+
+def _compile_reference(evaluator: str, asked: bool, runs: pd.DataFrame) -> str:
+    if runs["speedup_compile"].notna().any():
+        return f"timed for {int(runs['speedup_compile'].notna().sum())} of {int(runs['correct'].sum())} correct runs"
+    if evaluator != "gpu":
+        return f"not timed: the {evaluator} evaluator does not time it"
+    return "not timed (--no-compile-reference)" if not asked else "not timed: no correct candidate"
+
+
+def _per_task(runs: pd.DataFrame, methods: list[str]) -> str:
+    rows = []
+    for task_id, group in runs.groupby("task_id", sort=False):
+        cells = [f"`{task_id}`"]
+        for method in methods:
+            mine = group[group["method"] == method].sort_values("seed")
+            cells.append(" / ".join(f"{r.speedup:.2f}" if r.correct else "✗" for r in mine.itertuples()))
+        rows.append(cells)
+    return _table(["task", *methods], rows)
+
+
+DEFINITIONS = """## Definitions
+
+As in docs/method.md ("Metrics"), KernelBench's conventions:
+
+- *speedup*: the reference's time over the candidate's, on the same inputs in the same judge, against eager
+  PyTorch and, where it was timed, torch.compile. A task's value is its run's best correct candidate (the ok
+  step with the highest speedup over eager; it can be slower than eager).
+- *correct*: the share of tasks whose best candidate is correct (fast_0).
+- *fast_p*: the share of tasks with a correct candidate faster than p times the reference; fast_1 of one run
+  per task is Fast@1.
+- *geomean*: the geometric mean of the speedups over all tasks, a task without a correct candidate counting 1.0
+  (the reference is kept); *geomean, correct*: over the correct tasks only. Against torch.compile, over the
+  tasks where it was timed.
+- *cost*: per task, the mean over runs of input tokens billed at the base rate, cache reads, cache writes,
+  output tokens and dollars (unknown when the model has no price).
+
+Files: `results/runs.parquet` (and `.csv`, one row per run), `results/steps.parquet` (and `.csv`, one row per
+step), `results/metrics.csv` (per method), `results/metrics_per_seed.csv`, `runs/<run id>/` (each run's folder:
+steps, candidates, `best.py`), `memory/<method>-s<seed>.json` (each memory after its runs; start another bench
+from it with `--memory-from`)."""

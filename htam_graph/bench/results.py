@@ -1,0 +1,153 @@
+"""A bench's run folders as tables: one row per run, one row per step (docs/bench.md,
+"Tables"). Everything is read back from the folders the loop wrote, so the tables of a
+bench that was interrupted and continued are those of one that never stopped."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pandas as pd
+from pydantic import BaseModel, ConfigDict
+
+from htam_graph.bench.plan import TRAJECTORY, BenchManifest, Layout, RunSpec, Stream
+from htam_graph.llm.base import Usage
+from htam_graph.loop.optimizer import load_steps
+from htam_graph.loop.records import RunManifest, RunSummary, StepRecord
+from htam_graph.loop.runs import MANIFEST
+from htam_graph.runner.models import EvalResult
+from htam_graph.vocab import Verdict
+
+log = logging.getLogger(__name__)
+
+# Verdicts a step can end with (CHECKED is `htam eval --no-run`'s, never a step's).
+STEP_VERDICTS = [v for v in Verdict if v != Verdict.CHECKED]
+USAGE = ["input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "cost_usd"]
+_FLOATS = {"speedup": "float64", "speedup_compile": "float64", "cost_usd": "float64"}
+RUN_TYPES = {
+    **_FLOATS,
+    "level": "Int64",
+    "best_step": "Int64",
+    "candidate_ms": "float64",
+    "eager_ms": "float64",
+    "compile_ms": "float64",
+}
+STEP_TYPES = {**_FLOATS, "global_id": "string", "local_id": "string"}
+
+
+class Results(BaseModel):
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    runs: pd.DataFrame
+    steps: pd.DataFrame
+
+
+def collect(layout: Layout, manifest: BenchManifest, streams: list[Stream]) -> Results:
+    """The finished runs of the grid (in grid order) and their steps."""
+    levels = {t.id: t.level for t in manifest.config.tasks}
+    runs: list[dict] = []
+    steps: list[dict] = []
+    for spec in (spec for stream in streams for spec in stream.runs):
+        if not layout.run_done(spec):
+            continue
+        folder = layout.run(spec)
+        records = load_steps(folder)
+        runs.append(_run_row(spec, folder, records, manifest.tag, levels[spec.task_id]))
+        steps.extend(_step_row(spec, record) for record in records)
+    return Results(runs=_typed(pd.DataFrame(runs), RUN_TYPES), steps=_typed(pd.DataFrame(steps), STEP_TYPES))
+
+
+def _typed(frame: pd.DataFrame, types: dict[str, str]) -> pd.DataFrame:
+    """Nullable columns keep their type when every value is missing (no GPU timed torch.compile)."""
+    return frame.astype(types) if not frame.empty else frame
+
+
+def write_tables(layout: Layout, results: Results) -> list[Path]:
+    """results/runs and results/steps, each as Parquet and CSV."""
+    layout.results.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, frame in (("runs", results.runs), ("steps", results.steps)):
+        for suffix in ("parquet", "csv"):
+            path = layout.results / f"{name}.{suffix}"
+            tmp = path.with_name(f".{path.name}.tmp")
+            if suffix == "parquet":
+                frame.to_parquet(tmp, index=False)
+            else:
+                frame.to_csv(tmp, index=False)
+            tmp.replace(path)
+            written.append(path)
+    return written
+
+
+def _best(records: list[StepRecord]) -> tuple[StepRecord, EvalResult] | None:
+    """The run's best correct candidate: the ok step with the highest speedup over eager."""
+    judged = [(r, res) for r in records if (res := _ok_result(r)) is not None]
+    return max(judged, key=lambda pair: pair[1].speedup_eager or 0.0, default=None)
+
+
+def _ok_result(record: StepRecord) -> EvalResult | None:
+    result = record.final.result
+    return result if record.verdict == Verdict.OK and result is not None else None
+
+
+def _usage(usage: Usage) -> dict[str, float | int | None]:
+    return {name: getattr(usage, name) for name in USAGE}
+
+
+def _run_row(spec: RunSpec, folder: Path, records: list[StepRecord], tag: str, level: int | None) -> dict:
+    manifest = RunManifest.model_validate_json((folder / MANIFEST).read_text())
+    summary = RunSummary.model_validate_json((folder / TRAJECTORY).read_text())
+    best = _best(records)
+    result = best[1] if best is not None else None
+    verdicts = {f"n_{v.value}": sum(r.verdict == v for r in records) for v in STEP_VERDICTS}
+    return {
+        "bench": tag,
+        "run_id": spec.run_id,
+        "task_id": spec.task_id,
+        "level": level,
+        "method": spec.method.value,
+        "seed": spec.seed,
+        "llm": manifest.llm,
+        "evaluator": manifest.evaluator,
+        "device": manifest.device,
+        "steps_done": summary.steps_done,
+        "steps_planned": summary.steps_planned,
+        "stopped": summary.stopped,
+        "correct": best is not None,
+        "speedup": result.speedup_eager if result else None,
+        "speedup_compile": result.speedup_compile if result else None,
+        "best_step": best[0].index if best is not None else None,
+        "candidate_ms": result.candidate.median_ms if result and result.candidate else None,
+        "eager_ms": result.reference_eager.median_ms if result and result.reference_eager else None,
+        "compile_ms": result.reference_compile.median_ms if result and result.reference_compile else None,
+        **verdicts,
+        **_usage(summary.usage),
+        "seconds": sum(_seconds(r) for r in records),
+    }
+
+
+def _step_row(spec: RunSpec, record: StepRecord) -> dict:
+    result = _ok_result(record)
+    return {
+        "run_id": spec.run_id,
+        "task_id": spec.task_id,
+        "method": spec.method.value,
+        "seed": spec.seed,
+        "index": record.index,
+        "global_id": record.global_id,
+        "local_id": record.local_id,
+        "local_fallback": record.local_fallback,
+        "verdict": record.verdict.value,
+        "attempts": len(record.attempts),
+        "speedup": result.speedup_eager if result else None,
+        "speedup_compile": result.speedup_compile if result else None,
+        "best_before": record.best_before,
+        "best_after": record.best_after,
+        "reward": record.update.reward,
+        **_usage(record.usage),
+        "seconds": _seconds(record),
+    }
+
+
+def _seconds(record: StepRecord) -> float:
+    return (record.finished_at - record.started_at).total_seconds()

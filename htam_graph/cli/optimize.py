@@ -122,7 +122,7 @@ def optimize(
     kernel as best.py and the responses for exact replay."""
     from htam_graph.tasks import resolve_task
 
-    cfg = _settings(settings(), store_kind, backend, model, base_url)
+    cfg = settings_with(settings(), store_kind, backend, model, base_url)
     if run_id is not None and resume_id is not None:
         raise UserError("--run-id names a new run and --resume continues one: give one of them")
     run_id = check_run_id(run_id) if run_id is not None else None
@@ -183,7 +183,7 @@ def optimize(
         _final(console, summary)
 
 
-def _settings(
+def settings_with(
     base: Settings, store_kind: str | None, backend: str | None, model: str | None, base_url: str | None
 ) -> Settings:
     """The command's flags over the global settings (flags > environment > .env)."""

@@ -1,0 +1,308 @@
+"""`htam bench SUITE`: every task with every method and seed, then tables and a report."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from types import TracebackType
+from typing import get_args
+
+import click
+import pandas as pd
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+
+from htam_graph.bench.events import Event, RunFinished, RunStarted, StepFinished
+from htam_graph.bench.executor import BenchFailed, ProcessExecutor, Slot
+from htam_graph.bench.metrics import per_method, per_seed
+from htam_graph.bench.plan import BenchConfig, Layout, MemorySource, TaskEntry, exclusive, open_manifest, streams
+from htam_graph.bench.run import run_bench
+from htam_graph.bench.suite import resolve_suite
+from htam_graph.bench.worker import BenchJob, read_snapshot
+from htam_graph.cli.common import print_json, print_table, settings
+from htam_graph.cli.optimize import MEMORY_METHODS, settings_with
+from htam_graph.errors import UserError
+from htam_graph.llm.factory import make_client
+from htam_graph.llm.settings import Backend
+from htam_graph.memory.models import RunConfig
+from htam_graph.tasks import Task
+from htam_graph.vocab import Method
+
+DEFAULT_METHODS = "htam,flat,feedback"
+DEFAULT_OUT = Path("htam-bench")
+EVALUATORS = ["auto", "gpu", "stand-in"]
+
+
+@click.command()
+@click.argument("suite", nargs=-1, required=True)
+@click.option(
+    "--method",
+    "methods",
+    default=DEFAULT_METHODS,
+    show_default=True,
+    help=f"Comma-separated methods: {', '.join(m.value for m in Method)} (docs/method.md).",
+)
+@click.option(
+    "--steps",
+    type=click.IntRange(min=1),
+    default=RunConfig().steps,
+    show_default=True,
+    help="Optimization steps T per run (vanilla always takes one).",
+)
+@click.option("--seeds", type=click.IntRange(min=1), default=1, show_default=True, help="Seeds 0..N-1 per method.")
+@click.option("--level", "levels", metavar="1,2", help="Keep the tasks of these levels.")
+@click.option("--filter", "pattern", metavar="GLOB", help="Keep tasks whose id or name matches ('level2/*Gemm*').")
+@click.option("--gpus", metavar="0,1", help="GPUs to use, one worker each [default: every visible GPU].")
+@click.option("--workers", type=click.IntRange(min=1), help="Worker processes for an evaluator without a GPU [1].")
+@click.option(
+    "--memory-from",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Start every method's memory from this export (`htam memory export`) instead of the seed bank.",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=DEFAULT_OUT,
+    show_default=True,
+    help="The bench's folder; the same command with the same --out continues an interrupted bench.",
+)
+@click.option(
+    "--llm", "backend", type=click.Choice(get_args(Backend)), help="Who writes the kernels [env HTAM_LLM__BACKEND]."
+)
+@click.option("--model", help="Model id [env HTAM_LLM__MODEL].")
+@click.option("--base-url", help="Endpoint of an OpenAI-compatible server [env HTAM_LLM__BASE_URL].")
+@click.option(
+    "--script",
+    "script_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Responses for --llm script; every run replays it from the start.",
+)
+@click.option(
+    "--evaluator",
+    type=click.Choice(EVALUATORS),
+    default="auto",
+    show_default=True,
+    help="gpu: judge on the GPUs; stand-in: no GPU, synthetic verdicts and times (the report says so); auto: gpu.",
+)
+@click.option(
+    "--compile-reference/--no-compile-reference",
+    default=True,
+    show_default=True,
+    help="Also time torch.compile of each reference (GPU evaluator).",
+)
+@click.option("--max-cost", type=click.FloatRange(min=0), metavar="USD", help="End a run after it spent this much.")
+@click.option("--note", help="A line shown at the top of the report (what this bench is for).")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary (progress goes to stderr).")
+def bench(
+    suite: tuple[str, ...],
+    methods: str,
+    steps: int,
+    seeds: int,
+    levels: str | None,
+    pattern: str | None,
+    gpus: str | None,
+    workers: int | None,
+    memory_from: Path | None,
+    out: Path,
+    backend: str | None,
+    model: str | None,
+    base_url: str | None,
+    script_path: Path | None,
+    evaluator: str,
+    compile_reference: bool,
+    max_cost: float | None,
+    note: str | None,
+    as_json: bool,
+) -> None:
+    """Run every task of SUITE with every --method and seed, one worker per GPU, and write
+    results/ (Parquet and CSV), plots/ and report.md under --out. SUITE is `builtin`, a
+    KernelBench checkout (with --level, --filter), task files or ids, or a text file listing
+    them. A killed bench continues where it stopped when run again with the same --out."""
+    cfg = settings_with(settings(), None, backend, model, base_url)
+    chosen = _methods(methods)
+    kind = "gpu" if evaluator == "auto" else evaluator
+    slots = _slots(kind, gpus, workers)
+    tasks = resolve_suite(list(suite), _numbers("--level", levels), pattern)
+    with make_client(cfg.llm, script_path) as client:
+        client.check()
+        llm = f"{client.name}:{client.model}"
+    narrowing = [f"--level {levels}"] * bool(levels) + [f"--filter {pattern}"] * bool(pattern)
+    config = BenchConfig(
+        suite=" ".join([*suite, *narrowing]),
+        tasks=[TaskEntry.of(t) for t in tasks],
+        methods=chosen,
+        seeds=list(range(seeds)),
+        steps=steps,
+        scoring=cfg.scoring,
+        llm=llm,
+        evaluator=kind,
+        compile_reference=compile_reference,
+        max_cost=max_cost,
+        memory_from=None,
+    )
+    if memory_from is not None:
+        config = config.model_copy(update={"memory_from": _memory_source(memory_from, config, tasks)})
+    layout = Layout(out)
+    console = Console(stderr=as_json)
+    with exclusive(layout.lock, f"--out {out}", wait=False):
+        manifest = open_manifest(layout, config, note)
+        job = BenchJob(out=out, manifest=manifest, tasks=tasks, llm=cfg.llm, script=script_path, evaluator=kind)
+        grid = [spec for stream in streams(config, tasks) for spec in stream.runs]
+        done = sum(layout.run_done(spec) for spec in grid)
+        console.print(
+            f"[bold]bench {manifest.tag}[/] in {escape(str(out))}: {len(tasks)} tasks x {len(chosen)} methods x "
+            f"{seeds} seeds = {len(grid)} runs ({done} done); llm {escape(llm)}; evaluator {kind}; "
+            f"{len(slots)} worker{'s' * (len(slots) > 1)}",
+            highlight=False,
+        )
+        with BenchProgress(console, len(grid), done) as progress:
+            try:
+                outcome = run_bench(job, ProcessExecutor(slots), progress.emit)
+            except BenchFailed as e:
+                again = "; the finished runs are kept: run the same command to continue"
+                if e.user_error:
+                    raise UserError(f"{e}{again}") from e
+                raise click.ClickException(f"{e}{again}") from e
+    metrics = _method_rows(outcome.runs)
+    if as_json:
+        print_json(
+            {
+                "out": str(out),
+                "report": str(outcome.report),
+                "bench": manifest.tag,
+                "llm": llm,
+                "evaluator": kind,
+                "runs": len(outcome.runs),
+                "methods": metrics,
+            }
+        )
+        return
+    print_table(
+        f"bench {manifest.tag}: {config.suite} ({kind}, {llm})",
+        ["method", "correct", "fast_1", "geomean", "geomean, correct", "$ per task"],
+        [(m["method"], m["correct"], m["fast_1"], m["geomean"], m["geomean_correct"], m["cost_usd"]) for m in metrics],
+    )
+    console.print(f"report: {escape(str(outcome.report))}", highlight=False)
+
+
+def _method_rows(runs: pd.DataFrame) -> list[dict[str, object]]:
+    """The per-method metrics as JSON-ready rows (NaN: None)."""
+    table = per_method(per_seed(runs))
+    return [
+        {str(k): (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
+        for row in table.to_dict(orient="records")
+    ]
+
+
+def _methods(text: str) -> list[Method]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    known = {m.value: m for m in Method}
+    for name in names:
+        if name not in known:
+            raise UserError(f"--method: unknown method {name!r}; choose from {', '.join(known)}")
+    if not names:
+        raise UserError(f"--method: name at least one method ({', '.join(known)})")
+    return list(dict.fromkeys(known[n] for n in names))
+
+
+def _numbers(flag: str, text: str | None) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise UserError(f"{flag} {text}: give numbers separated by commas, e.g. 0,1") from None
+
+
+def _slots(kind: str, gpus: str | None, workers: int | None) -> list[Slot]:
+    """One slot per GPU for the GPU evaluator; --workers slots without a GPU otherwise."""
+    if kind != "gpu":
+        if gpus is not None:
+            raise UserError(f"--gpus picks GPUs for the gpu evaluator; the {kind} evaluator uses none (use --workers)")
+        return [Slot(name=f"worker{i}") for i in range(workers or 1)]
+    if workers is not None:
+        raise UserError("--workers is for evaluators without a GPU; the gpu evaluator runs one worker per GPU (--gpus)")
+    from htam_graph.runner.pool import visible_gpu_count  # imports torch: only for the GPU evaluator
+
+    visible = visible_gpu_count()
+    chosen = _numbers("--gpus", gpus) if gpus is not None else list(range(visible))
+    missing = [g for g in chosen or [] if not 0 <= g < visible]
+    if missing or not chosen:
+        raise UserError(f"--gpus {gpus}: this machine has {visible} GPU(s) (0..{visible - 1})")
+    return [Slot(name=f"gpu{g}", gpu=g) for g in dict.fromkeys(chosen)]
+
+
+def _memory_source(path: Path, config: BenchConfig, tasks: list[Task]) -> MemorySource:
+    """--memory-from, checked: an export that has directions when a method needs them, and
+    no runs of this very bench (they would be taken for this bench's own)."""
+    snapshot, sha256 = read_snapshot(path)
+    if not snapshot.globals and any(m in MEMORY_METHODS for m in config.methods):
+        raise UserError(f"--memory-from {path} holds no directions (globals); export a seeded memory")
+    source = MemorySource(path=str(path.resolve()), sha256=sha256)
+    with_source = config.model_copy(update={"memory_from": source})
+    ours = {spec.run_id for stream in streams(with_source, tasks) for spec in stream.runs}
+    clash = sorted(ours & {run.id for run in snapshot.runs})
+    if clash:
+        raise UserError(f"--memory-from {path} holds runs of this very bench ({clash[0]}); export another memory")
+    return source
+
+
+class BenchProgress:
+    """The whole suite at a glance: runs done of all, and each worker's run in progress
+    with its best speedup so far. Without a terminal, one line per finished run."""
+
+    def __init__(self, console: Console, total: int, done: int) -> None:
+        self.console, self.total, self.done = console, total, done
+        self.live = console.is_terminal
+        self._bar = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[status]}"),
+            TimeElapsedColumn(),
+            console=console,
+        )
+        self._overall = self._bar.add_task("runs", total=total, completed=done, status="")
+        self._workers: dict[str, TaskID] = {}
+        self._correct = 0
+        self._finished = 0
+
+    def __enter__(self) -> BenchProgress:
+        if self.live:
+            self._bar.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        if self.live:
+            self._bar.stop()
+
+    def emit(self, event: Event) -> None:
+        if isinstance(event, RunStarted):
+            label = f"  {event.worker}: {event.task_id} {event.method.value} s{event.seed}"
+            if event.worker not in self._workers:
+                self._workers[event.worker] = self._bar.add_task(label, total=event.steps_planned, status="")
+            self._bar.update(
+                self._workers[event.worker],
+                description=label,
+                total=event.steps_planned,
+                completed=event.steps_done,
+                status="resumed" if event.steps_done else "",
+            )
+        elif isinstance(event, StepFinished) and event.worker in self._workers:
+            status = f"{event.verdict.value}, best {event.best_speedup:.2f}x"
+            self._bar.update(self._workers[event.worker], completed=event.index + 1, status=status)
+        elif isinstance(event, RunFinished):
+            self.done += 1
+            self._finished += 1
+            self._correct += event.correct
+            status = f"{self._correct} of {self._finished} with a correct candidate"
+            self._bar.update(self._overall, completed=self.done, status=status)
+            if not self.live:
+                cost = "" if event.cost_usd is None else f", ${event.cost_usd:.3f}"
+                self.console.print(
+                    f"[{self.done}/{self.total}] {event.task_id} {event.method.value} s{event.seed}: "
+                    f"{'correct' if event.correct else 'no correct candidate'}, best {event.best_speedup:.2f}x{cost}",
+                    highlight=False,
+                    markup=False,
+                )

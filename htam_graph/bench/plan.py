@@ -93,6 +93,12 @@ class BenchManifest(BaseModel):
     created_at: datetime = Field(default_factory=utcnow)
     htam_version: str = __version__
 
+    @classmethod
+    def read(cls, layout: Layout) -> BenchManifest:
+        if not layout.manifest.is_file():
+            raise UserError(f"{layout.out} holds no bench ({layout.manifest.name} is missing); give the bench's --out")
+        return cls.model_validate_json(layout.manifest.read_text())
+
 
 class RunSpec(BaseModel):
     model_config = ConfigDict(frozen=True)
@@ -150,15 +156,15 @@ class Layout:
         return all(self.run_done(spec) for spec in stream.runs) and self.export(stream).is_file()
 
 
-def streams(config: BenchConfig, tasks: list[Task]) -> list[Stream]:
+def streams(config: BenchConfig) -> list[Stream]:
     """Every stream of the grid, seed by seed, in the order of --method."""
     return [
         Stream(
             method=method,
             seed=seed,
             runs=[
-                RunSpec(task_id=t.id, method=method, seed=seed, run_id=new_run_id(t, method, seed, config.tag))
-                for t in tasks
+                RunSpec(task_id=t.id, method=method, seed=seed, run_id=new_run_id(t.id, method, seed, config.tag))
+                for t in config.tasks
             ],
         )
         for seed in config.seeds
@@ -169,7 +175,7 @@ def streams(config: BenchConfig, tasks: list[Task]) -> list[Stream]:
 def open_manifest(layout: Layout, config: BenchConfig, note: str | None) -> BenchManifest:
     """The folder's bench: a new one, or the one there when it asks for the same grid."""
     if layout.manifest.is_file():
-        manifest = BenchManifest.model_validate_json(layout.manifest.read_text())
+        manifest = BenchManifest.read(layout)
         if manifest.config != config:
             raise UserError(
                 f"{layout.out} holds another bench: {_difference(manifest.config, config)}; "

@@ -33,10 +33,10 @@ def check_run_id(run_id: str) -> str:
     return run_id
 
 
-def new_run_id(task: Task, method: Method, seed: int, suffix: str | None = None) -> str:
+def new_run_id(task_id: str, method: Method, seed: int, suffix: str | None = None) -> str:
     """`task-method-seed-suffix`; a random suffix unless one is given (a bench names its
     runs by its grid, so that running the same command again finds them)."""
-    slug = re.sub(r"[^a-z0-9]+", "-", task.id.lower()).strip("-")
+    slug = re.sub(r"[^a-z0-9]+", "-", task_id.lower()).strip("-")
     return f"{slug}-{method.value}-s{seed}-{suffix or secrets.token_hex(3)}"
 
 
@@ -54,7 +54,7 @@ def create_run(
     run_id: str | None = None,
 ) -> tuple[RunManifest, Path]:
     """A new run folder with its manifest (`run_id`: a name of the user's, else a fresh one)."""
-    run_id = run_id or new_run_id(task, method, seed)
+    run_id = run_id or new_run_id(task.id, method, seed)
     if (out / run_id).exists():
         raise UserError(f"--run-id {run_id}: {out / run_id} exists already; resume it with --resume {run_id}")
     run = RunRecord(id=run_id, task_id=task.id, method=method, seed=seed, config=config)

@@ -1,20 +1,24 @@
-"""A bench's report: the metric tables (CSV), three plots (PNG) and report.md, which says
-first of all which evaluator and which LLM produced the numbers."""
+"""A bench's report: the tables (results.py), the metric tables (CSV), three plots (PNG)
+and report.md, which says first of all which evaluator and which LLM produced the
+numbers. Needs no GPU and no LLM: only the bench's folder."""
 
 from __future__ import annotations
 
 import logging
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure  # the object API: no pyplot, no global backend state
+from pydantic import BaseModel
 
 from htam_graph.bench.metrics import FAST_P, fast_p_curve, per_method, per_seed
-from htam_graph.bench.plan import BenchManifest, Layout
-from htam_graph.bench.results import Results
+from htam_graph.bench.plan import BenchManifest, Layout, streams
+from htam_graph.bench.results import Results, collect, write_tables
+from htam_graph.errors import UserError
 
 log = logging.getLogger(__name__)
 
@@ -31,9 +35,47 @@ TOKENS = [
 ]
 
 
-def write_report(layout: Layout, manifest: BenchManifest, results: Results) -> Path:
+class Outcome(BaseModel):
+    """What a report wrote, and its metrics per method (JSON-ready: NaN is None)."""
+
+    report: Path
+    tables: list[Path]
+    bench: str
+    llm: str
+    evaluator: str
+    runs: int
+    methods: list[dict[str, Any]]
+
+
+def report_bench(layout: Layout) -> Outcome:
+    """The tables and the report of the bench in `layout`, from the runs finished so far
+    (the report says when that is not all of them)."""
+    manifest = BenchManifest.read(layout)
+    results = collect(layout, manifest, streams(manifest.config))
+    if results.runs.empty:
+        raise UserError(f"{layout.out}: no run has finished yet; nothing to report")
+    tables = write_tables(layout, results)
+    methods = write_report(layout, manifest, results)
+    rows = [{str(k): _none_for_nan(v) for k, v in row.items()} for row in methods.to_dict(orient="records")]
+    config = manifest.config
+    return Outcome(
+        report=layout.report,
+        tables=tables,
+        bench=manifest.tag,
+        llm=config.llm,
+        evaluator=config.evaluator,
+        runs=len(results.runs),
+        methods=rows,
+    )
+
+
+def _none_for_nan(value: Any) -> Any:
+    return None if isinstance(value, float) and math.isnan(value) else value
+
+
+def write_report(layout: Layout, manifest: BenchManifest, results: Results) -> pd.DataFrame:
     """results/metrics.csv (per method), results/metrics_per_seed.csv, plots/*.png and
-    report.md; returns the report's path."""
+    report.md; returns the metrics per method."""
     seeds = per_seed(results.runs)
     methods = per_method(seeds)
     layout.results.mkdir(parents=True, exist_ok=True)
@@ -52,7 +94,7 @@ def write_report(layout: Layout, manifest: BenchManifest, results: Results) -> P
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(layout.report)
     log.info("report written to %s", layout.report)
-    return layout.report
+    return methods
 
 
 # -- plots ------------------------------------------------------------------------------
@@ -181,6 +223,12 @@ def _markdown(manifest: BenchManifest, results: Results, seeds: pd.DataFrame, me
         )
     if config.llm.startswith("script:"):
         parts.append(f"> The LLM's answers were replayed from a script ({config.llm.removeprefix('script:')}).")
+    planned = len(config.tasks) * len(config.methods) * len(config.seeds)
+    if len(runs) < planned:
+        parts.append(
+            f"> **Partial: {len(runs)} of {planned} runs have finished.** Every value below is over the finished "
+            "runs only; run the bench's command again to finish it."
+        )
     if manifest.note:
         parts.append(manifest.note)
     memory = (
@@ -198,7 +246,7 @@ def _markdown(manifest: BenchManifest, results: Results, seeds: pd.DataFrame, me
         ["evaluator", f"**{evaluator}**: " + "; ".join(devices)],
         ["torch.compile reference", _compile_reference(config.evaluator, config.compile_reference, runs)],
         ["memory", f"one per method and seed, {memory}"],
-        ["runs", f"{len(runs)} ({runs['steps_done'].sum()} steps)"],
+        ["runs", f"{len(runs)} of {planned} finished ({runs['steps_done'].sum()} steps)"],
         [
             "bench",
             f"`{manifest.tag}`, htam-graph {manifest.htam_version}, started {manifest.created_at:%Y-%m-%d %H:%M} UTC",

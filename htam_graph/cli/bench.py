@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from types import TracebackType
-from typing import get_args
+from typing import TYPE_CHECKING, get_args
 
 import click
-import pandas as pd
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from htam_graph.bench.events import Event, RunFinished, RunStarted, StepFinished
 from htam_graph.bench.executor import BenchFailed, ProcessExecutor, Slot
-from htam_graph.bench.metrics import per_method, per_seed
 from htam_graph.bench.plan import BenchConfig, Layout, MemorySource, TaskEntry, exclusive, open_manifest, streams
 from htam_graph.bench.run import run_bench
 from htam_graph.bench.suite import resolve_suite
@@ -26,8 +23,10 @@ from htam_graph.errors import UserError
 from htam_graph.llm.factory import make_client
 from htam_graph.llm.settings import Backend
 from htam_graph.memory.models import RunConfig
-from htam_graph.tasks import Task
 from htam_graph.vocab import Method
+
+if TYPE_CHECKING:
+    from htam_graph.bench.report import Outcome
 
 DEFAULT_METHODS = "htam,flat,feedback"
 DEFAULT_OUT = Path("htam-bench")
@@ -35,7 +34,7 @@ EVALUATORS = ["auto", "gpu", "stand-in"]
 
 
 @click.command()
-@click.argument("suite", nargs=-1, required=True)
+@click.argument("suite", nargs=-1)
 @click.option(
     "--method",
     "methods",
@@ -93,6 +92,12 @@ EVALUATORS = ["auto", "gpu", "stand-in"]
 )
 @click.option("--max-cost", type=click.FloatRange(min=0), metavar="USD", help="End a run after it spent this much.")
 @click.option("--note", help="A line shown at the top of the report (what this bench is for).")
+@click.option(
+    "--report-only",
+    is_flag=True,
+    help="Only write the tables and the report of the bench in --out from its finished runs (no SUITE, no GPU, "
+    "no LLM): a bench run elsewhere, or one still running.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary (progress goes to stderr).")
 def bench(
     suite: tuple[str, ...],
@@ -113,12 +118,19 @@ def bench(
     compile_reference: bool,
     max_cost: float | None,
     note: str | None,
+    report_only: bool,
     as_json: bool,
 ) -> None:
     """Run every task of SUITE with every --method and seed, one worker per GPU, and write
     results/ (Parquet and CSV), plots/ and report.md under --out. SUITE is `builtin`, a
     KernelBench checkout (with --level, --filter), task files or ids, or a text file listing
     them. A killed bench continues where it stopped when run again with the same --out."""
+    console = Console(stderr=as_json)
+    if report_only:
+        if suite:
+            raise UserError("--report-only reports the bench in --out: give no SUITE")
+        _summarize(console, _report(Layout(out)), as_json)
+        return
     cfg = settings_with(settings(), None, backend, model, base_url)
     chosen = _methods(methods)
     kind = "gpu" if evaluator == "auto" else evaluator
@@ -142,13 +154,12 @@ def bench(
         memory_from=None,
     )
     if memory_from is not None:
-        config = config.model_copy(update={"memory_from": _memory_source(memory_from, config, tasks)})
+        config = config.model_copy(update={"memory_from": _memory_source(memory_from, config)})
     layout = Layout(out)
-    console = Console(stderr=as_json)
     with exclusive(layout.lock, f"--out {out}", wait=False):
         manifest = open_manifest(layout, config, note)
         job = BenchJob(out=out, manifest=manifest, tasks=tasks, llm=cfg.llm, script=script_path, evaluator=kind)
-        grid = [spec for stream in streams(config, tasks) for spec in stream.runs]
+        grid = [spec for stream in streams(config) for spec in stream.runs]
         done = sum(layout.run_done(spec) for spec in grid)
         console.print(
             f"[bold]bench {manifest.tag}[/] in {escape(str(out))}: {len(tasks)} tasks x {len(chosen)} methods x "
@@ -158,41 +169,42 @@ def bench(
         )
         with BenchProgress(console, len(grid), done) as progress:
             try:
-                outcome = run_bench(job, ProcessExecutor(slots), progress.emit)
+                run_bench(job, ProcessExecutor(slots), progress.emit)
             except BenchFailed as e:
                 again = "; the finished runs are kept: run the same command to continue"
                 if e.user_error:
                     raise UserError(f"{e}{again}") from e
                 raise click.ClickException(f"{e}{again}") from e
-    metrics = _method_rows(outcome.runs)
+    _summarize(console, _report(layout), as_json)
+
+
+def _report(layout: Layout) -> Outcome:
+    # pandas, pyarrow and matplotlib are imported for the report alone: a GPU machine
+    # without them still runs the grid, and the report is written where they are.
+    try:
+        from htam_graph.bench.report import report_bench
+    except ImportError as e:
+        raise UserError(
+            f"every run has finished, but writing the report needs {e.name}, which is not installed here; "
+            f"write it where it is: htam bench --report-only --out {layout.out}"
+        ) from None
+    return report_bench(layout)
+
+
+def _summarize(console: Console, outcome: Outcome, as_json: bool) -> None:
+    """The per-method metrics as a table (or JSON) and where the report is."""
     if as_json:
-        print_json(
-            {
-                "out": str(out),
-                "report": str(outcome.report),
-                "bench": manifest.tag,
-                "llm": llm,
-                "evaluator": kind,
-                "runs": len(outcome.runs),
-                "methods": metrics,
-            }
-        )
+        print_json(outcome.model_dump(mode="json"))
         return
     print_table(
-        f"bench {manifest.tag}: {config.suite} ({kind}, {llm})",
+        f"bench {outcome.bench}: {outcome.runs} runs ({outcome.evaluator}, {outcome.llm})",
         ["method", "correct", "fast_1", "geomean", "geomean, correct", "$ per task"],
-        [(m["method"], m["correct"], m["fast_1"], m["geomean"], m["geomean_correct"], m["cost_usd"]) for m in metrics],
+        [
+            (m["method"], m["correct"], m["fast_1"], m["geomean"], m["geomean_correct"], m["cost_usd"])
+            for m in outcome.methods
+        ],
     )
     console.print(f"report: {escape(str(outcome.report))}", highlight=False)
-
-
-def _method_rows(runs: pd.DataFrame) -> list[dict[str, object]]:
-    """The per-method metrics as JSON-ready rows (NaN: None)."""
-    table = per_method(per_seed(runs))
-    return [
-        {str(k): (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
-        for row in table.to_dict(orient="records")
-    ]
 
 
 def _methods(text: str) -> list[Method]:
@@ -233,7 +245,7 @@ def _slots(kind: str, gpus: str | None, workers: int | None) -> list[Slot]:
     return [Slot(name=f"gpu{g}", gpu=g) for g in dict.fromkeys(chosen)]
 
 
-def _memory_source(path: Path, config: BenchConfig, tasks: list[Task]) -> MemorySource:
+def _memory_source(path: Path, config: BenchConfig) -> MemorySource:
     """--memory-from, checked: an export that has directions when a method needs them, and
     no runs of this very bench (they would be taken for this bench's own)."""
     snapshot, sha256 = read_snapshot(path)
@@ -241,7 +253,7 @@ def _memory_source(path: Path, config: BenchConfig, tasks: list[Task]) -> Memory
         raise UserError(f"--memory-from {path} holds no directions (globals); export a seeded memory")
     source = MemorySource(path=str(path.resolve()), sha256=sha256)
     with_source = config.model_copy(update={"memory_from": source})
-    ours = {spec.run_id for stream in streams(with_source, tasks) for spec in stream.runs}
+    ours = {spec.run_id for stream in streams(with_source) for spec in stream.runs}
     clash = sorted(ours & {run.id for run in snapshot.runs})
     if clash:
         raise UserError(f"--memory-from {path} holds runs of this very bench ({clash[0]}); export another memory")

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure  # the object API: no pyplot, no global backend state
+from matplotlib.ticker import FixedLocator, FormatStrFormatter, NullLocator
 from pydantic import BaseModel
 
 from htam_graph.bench.metrics import FAST_P, fast_p_curve, per_method, per_seed
@@ -27,6 +28,7 @@ SYNTHETIC = {
     "builds is called correct and its time is derived from a hash of its source",
     "replay": "the replay evaluator: verdicts and times were read from a file of earlier GPU results",
 }
+SPEEDUP_TICKS = [0.05, 0.1, 0.2, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 5.0, 7.5, 10.0, 20.0, 50.0, 100.0]
 TOKENS = [
     ("input_tokens", "input"),
     ("cache_read_tokens", "cache reads"),
@@ -136,24 +138,26 @@ def _plot_speedups(runs: pd.DataFrame) -> Figure:
             [v if len(v) else [np.nan] for v in values], positions=range(len(methods)), widths=0.5, showfliers=False
         )
         ax.set_yscale("log")
+        ax.yaxis.set_major_locator(FixedLocator(_speedup_ticks(np.concatenate(values))))
+        ax.yaxis.set_major_formatter(FormatStrFormatter("%gx"))
+        ax.yaxis.set_minor_locator(NullLocator())
     for i, (method, v) in enumerate(zip(methods, values)):
         ax.scatter(i + np.linspace(-0.15, 0.15, len(v)), v, color=colours[method], s=14, alpha=0.8, zorder=3)
-        failed = int((runs["method"] == method).sum()) - len(v)
-        ax.annotate(
-            f"{failed} failed",
-            (i, 0),
-            xycoords=("data", "axes fraction"),
-            xytext=(0, 4),
-            textcoords="offset points",
-            ha="center",
-            fontsize=8,
-            color="grey",
-        )
+    failed = [int((runs["method"] == m).sum()) - len(v) for m, v in zip(methods, values)]
     ax.axhline(1.0, color="grey", linestyle=":", linewidth=1)
-    ax.set_xticks(range(len(methods)), methods)
+    ax.set_xticks(range(len(methods)), [f"{m}\n{n} failed" for m, n in zip(methods, failed)])
     ax.set(ylabel="best correct speedup over eager")
-    ax.set_title("Speedup per run (every task and seed; runs without a correct candidate counted below)", fontsize=9)
+    ax.set_title(
+        "Speedup per run (every task and seed); runs without a correct candidate counted as failed", fontsize=9
+    )
     return figure
+
+
+def _speedup_ticks(values: np.ndarray) -> list[float]:
+    """Round speedups within the values' range (a log axis labels only powers of ten)."""
+    lo, hi = float(np.nanmin(values)) / 1.1, float(np.nanmax(values)) * 1.1
+    ticks = [t for t in SPEEDUP_TICKS if lo <= t <= hi] or [1.0]
+    return ticks[:: 1 + len(ticks) // 9]
 
 
 def _plot_cost(seeds: pd.DataFrame) -> Figure:
@@ -167,7 +171,7 @@ def _plot_cost(seeds: pd.DataFrame) -> Figure:
     for i, value in enumerate(cost):
         if math.isnan(value):
             dollars.annotate("unknown", (i, 0), xytext=(0, 4), textcoords="offset points", ha="center", fontsize=8)
-    dollars.set_xticks(x, methods)
+    dollars.set_xticks(x, methods, rotation=20)
     dollars.set_ylim(bottom=0)
     dollars.set(ylabel="dollars per task", title="Cost per task (mean over seeds)")
     bottom = np.zeros(len(methods))
@@ -175,7 +179,7 @@ def _plot_cost(seeds: pd.DataFrame) -> Figure:
         height = per[column].mean().reindex(methods).fillna(0.0).to_numpy() / 1000
         tokens.bar(x, height, bottom=bottom, label=label)
         bottom += height
-    tokens.set_xticks(x, methods)
+    tokens.set_xticks(x, methods, rotation=20)
     tokens.set_ylim(bottom=0)
     tokens.set(ylabel="thousand tokens per task", title="Tokens per task")
     tokens.legend(fontsize=8)

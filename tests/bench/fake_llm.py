@@ -36,7 +36,7 @@ def answer(user: str, structured: bool) -> str:
     if user.startswith("## A step on"):
         return "Changing the block size moved the time; the kernel stayed correct."
     guided = "## The direction for this step" in user or "## The strategy to apply" in user
-    if "GELU" in user and not guided:
+    if "## The task: level1/11_GELU" in user and not guided:
         if "step 1 of" in user:
             return "I need to know more about the GPU first."
         return f"```python\n{CHEAT}```\n"

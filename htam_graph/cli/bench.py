@@ -185,7 +185,7 @@ def _report(layout: Layout) -> Outcome:
         from htam_graph.bench.report import report_bench
     except ImportError as e:
         raise UserError(
-            f"every run has finished, but writing the report needs {e.name}, which is not installed here; "
+            f"writing the report needs {e.name}, which is not installed here (the runs are kept); "
             f"write it where it is: htam bench --report-only --out {layout.out}"
         ) from None
     return report_bench(layout)
@@ -237,7 +237,13 @@ def _slots(kind: str, gpus: str | None, workers: int | None) -> list[Slot]:
         raise UserError("--workers is for evaluators without a GPU; the gpu evaluator runs one worker per GPU (--gpus)")
     from htam_graph.runner.pool import visible_gpu_count  # imports torch: only for the GPU evaluator
 
-    visible = visible_gpu_count()
+    try:
+        visible = visible_gpu_count()
+    except UserError:
+        raise UserError(
+            "the gpu evaluator needs a GPU and none is visible here (torch.cuda.device_count() is 0); "
+            "without one, `--evaluator stand-in` runs a bench with synthetic times"
+        ) from None
     chosen = _numbers("--gpus", gpus) if gpus is not None else list(range(visible))
     missing = [g for g in chosen or [] if not 0 <= g < visible]
     if missing or not chosen:

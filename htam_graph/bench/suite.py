@@ -17,7 +17,8 @@ def resolve_suite(sources: list[str], levels: list[int] | None = None, pattern: 
     KernelBench checkout or one of its level folders); a task file; a text file naming one
     task per line (a path relative to the list, or a built-in id; `#` starts a comment); a
     built-in id. `levels` keeps the tasks of those levels, `pattern` those it matches (as
-    `htam tasks list --filter`). Two tasks with one id, or no task at all, is an error."""
+    `htam tasks list --filter`). A listed file's id is its path from the list's folder, as
+    in a checkout ("level1/19_ReLU"). Two tasks with one id, or no task at all, is an error."""
     if not sources:
         raise UserError("give a SUITE: builtin, a KernelBench folder, task files, or a list of task files")
     tasks = [task for source in sources for task in _tasks_of(source)]
@@ -54,4 +55,4 @@ def _entries(listing: Path) -> list[str]:
 
 def _listed(listing: Path, entry: str) -> Task:
     beside = listing.parent / entry
-    return load_task(beside) if beside.is_file() else resolve_task(entry)
+    return load_task(beside, listing.parent) if beside.is_file() else resolve_task(entry)

@@ -120,6 +120,8 @@ class FakeLink:
                 return Called(outputs=self.outputs(outs), ops=recorder.disallowed(), health=Health())
             case Warmup():
                 self.timed = deque(maxlen=len(command.keys))
+                for i in range(command.warmup):
+                    self.timed.append(self.model(*self.sets[command.keys[i % len(command.keys)]]))
                 return Warmed(host_ms=0.01, per_run_ms=self.trial_ms, latency_ms=0.0, health=Health())
             case Trial():
                 outs = flatten_outputs(self.model(*self.sets[command.key]))
@@ -134,6 +136,9 @@ class FakeLink:
         assert remote.handle is not None
         source = self.registry[remote.handle]
         return source.as_strided(remote.shape, remote.stride)
+
+    def release(self, remotes: list[RemoteTensor]) -> None:
+        pass  # CPU memory: nothing is mapped
 
     def close(self) -> None:
         self.closed = True
@@ -167,6 +172,6 @@ class CpuReferences(References):
         super().__init__(torch.device("cpu"), None)
         self.eager_ms = eager_ms
 
-    def timings(self, reference: Reference, config: Any) -> tuple[Timing, Timing | None]:
+    def timings(self, reference: Reference, config: Any, gate: Any) -> tuple[Timing, Timing | None]:
         t = self.eager_ms
         return Timing(median_ms=t, mean_ms=t, min_ms=t, max_ms=t, trials=1, host_median_ms=0.01), None

@@ -84,13 +84,15 @@ class HonestThenStale(nn.Module):
 
 
 class HonestThenTorch(nn.Module):
+    """Its own kernel for the correctness calls (9 here), then PyTorch's op."""
+
     def __init__(self):
         super().__init__()
         self.calls = 0
 
     def forward(self, x):
         self.calls += 1
-        return _relu(x) if self.calls <= 20 else torch.relu(x)
+        return _relu(x) if self.calls <= 10 else torch.relu(x)
 
 
 class MutatesInput(nn.Module):
@@ -106,10 +108,12 @@ class Constant(nn.Module):
 
 
 class HalfMatmul(nn.Module):
-    """fp32 in and out, fp16 arithmetic inside."""
+    """fp32 in and out, operands rounded to fp16 inside (accumulated in fp32, as tensor cores do):
+    within KernelBench's 1e-4 on torch.rand inputs."""
 
     def forward(self, a, b):
-        return numpy_kernel(lambda p, q: (p.astype(np.float16) @ q.astype(np.float16)).astype(np.float32), a, b)
+        half = lambda t: t.astype(np.float16).astype(np.float32)
+        return numpy_kernel(lambda p, q: half(p) @ half(q), a, b)
 
 
 class Fp32Matmul(nn.Module):

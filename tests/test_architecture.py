@@ -1,0 +1,79 @@
+"""Dependencies run one way: cli -> loop -> memory, policy, llm, runner (docs/ARCHITECTURE.md).
+
+Every import of every module counts, at any depth (a function-level import hides a cycle
+as well as a top-level one)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import htam_graph
+
+PACKAGE = Path(htam_graph.__file__).parent
+
+# What each part may import of the project's own parts. A leaf module (vocab, errors,
+# resources, config, templating) is importable from everywhere.
+LEAVES = {"vocab", "errors", "resources", "config", "templating"}
+ALLOWED = {
+    "tasks": set(),
+    "llm": set(),
+    "memory": set(),
+    "policy": {"memory"},
+    "runner": {"tasks"},
+    "neo4j_server": {"memory"},
+    "catalog": {"tasks", "llm", "runner"},
+    "loop": {"memory", "policy", "llm", "runner", "tasks", "catalog"},
+    "analytics": {"memory"},
+    "bench": {"loop", "memory", "policy", "llm", "runner", "tasks", "catalog", "analytics"},
+    "cli": None,  # the top: anything
+}
+
+
+def _part(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[0] != "htam_graph" or len(parts) < 2:
+        return None
+    return parts[1]
+
+
+def _imports(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def _source_files() -> list[Path]:
+    return [p for p in PACKAGE.rglob("*.py") if "suite" not in p.relative_to(PACKAGE).parts]
+
+
+def test_every_part_imports_only_what_sits_below_it():
+    violations = []
+    for path in _source_files():
+        rel = path.relative_to(PACKAGE)
+        own = rel.parts[0].removesuffix(".py")
+        if own in ("__init__", "__main__") or own in LEAVES:
+            continue
+        assert own in ALLOWED, f"{rel}: a new top-level part; place it in ALLOWED (and docs/ARCHITECTURE.md)"
+        allowed = ALLOWED[own]
+        if allowed is None:
+            continue
+        for module in _imports(path):
+            other = _part(module)
+            if other is None or other == own or other in LEAVES or other in allowed:
+                continue
+            if other in ALLOWED or (PACKAGE / other).exists() or (PACKAGE / f"{other}.py").exists():
+                violations.append(f"{rel} imports {module}")
+    assert not violations, "\n".join(sorted(set(violations)))
+
+
+def test_leaf_modules_import_only_leaves():
+    for name in LEAVES:
+        for module in _imports(PACKAGE / f"{name}.py"):
+            other = _part(module)
+            assert other is None or other in LEAVES or (name == "config" and other == "llm"), (name, module)

@@ -9,6 +9,7 @@ a registry key, and `tensor()` returns a view of the very memory, as CUDA IPC do
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from typing import Any, TypeVar
 
@@ -55,7 +56,7 @@ def numpy_kernel(fn: Any, *tensors: torch.Tensor) -> torch.Tensor:
 class FakeLink:
     """Interprets the protocol for one candidate class, on the CPU."""
 
-    def __init__(self, model_class: type, trial_ms: float = 1.0) -> None:
+    def __init__(self, model_class: type, trial_ms: float | None = None) -> None:
         self.pid = 0
         self.model_class, self.trial_ms = model_class, trial_ms
         self.model: Any = None
@@ -122,11 +123,13 @@ class FakeLink:
                 self.timed = deque(maxlen=len(command.keys))
                 for i in range(command.warmup):
                     self.timed.append(self.model(*self.sets[command.keys[i % len(command.keys)]]))
-                return Warmed(host_ms=0.01, per_run_ms=self.trial_ms, latency_ms=0.0, health=Health())
+                return Warmed(host_ms=0.01, per_run_ms=self.trial_ms or 1.0, latency_ms=0.0, health=Health())
             case Trial():
+                began = time.perf_counter()
                 outs = flatten_outputs(self.model(*self.sets[command.key]))
+                measured = (time.perf_counter() - began) * 1e3
                 self.timed.append(outs)
-                ms = self.trial_ms
+                ms = measured if self.trial_ms is None else self.trial_ms
                 return TrialDone(index=command.index, ms=ms, synced_ms=ms, host_ms=0.01, outputs=self.outputs(outs))
             case Finish():
                 return Finished(health=Health())
@@ -145,9 +148,10 @@ class FakeLink:
 
 
 class FakeProcesses:
-    """Hands out one FakeLink per job."""
+    """Hands out one FakeLink per job; `trial_ms` is the time each trial reports (None: the
+    time the call really took, as honest events would)."""
 
-    def __init__(self, model_class: type, trial_ms: float = 1.0) -> None:
+    def __init__(self, model_class: type, trial_ms: float | None = None) -> None:
         self.model_class, self.trial_ms = model_class, trial_ms
         self.links: list[FakeLink] = []
 

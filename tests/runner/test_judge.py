@@ -149,9 +149,11 @@ def _job(task: Task, tmp_path: Path, **config: object) -> Job:
     )
 
 
-def judge(model_class: type, fixture: str, tmp_path: Path, trial_ms: float = 20.0, **config: object) -> EvalResult:
-    """Judge a fake candidate; `trial_ms` is the time it reports per trial (more than a CPU
-    call takes, so the referee's clock agrees with it unless a test says otherwise)."""
+def judge(
+    model_class: type, fixture: str, tmp_path: Path, trial_ms: float | None = None, **config: object
+) -> EvalResult:
+    """Judge a fake candidate; `trial_ms` is the time it reports per trial (None: the time
+    each call really took, so the referee's clock agrees with it)."""
     processes = FakeProcesses(model_class, trial_ms)
     referee = Judge(torch.device("cpu"), CpuReferences(), processes, peaks=None, flush_ms=0.0)
     result, judge_failed = referee.judge(_job(load_task(FIXTURES / fixture), tmp_path, **config))
@@ -169,7 +171,7 @@ def test_an_honest_candidate_is_ok_with_speedups_and_probes(tmp_path):
     assert result.verdict == Verdict.OK, result.errors
     assert result.correct and result.compiled and result.correctness_trials == 5
     assert result.candidate is not None and result.candidate.trials == 24
-    assert result.speedup_eager == pytest.approx(2.0 / 20.0)
+    assert result.speedup_eager == pytest.approx(2.0 / result.candidate.median_ms)
     names = {p.name: p.outcome for p in result.probes}
     assert names["normal"] == names["large"] == names["precision"] == names["perturbed"] == "passed"
 

@@ -224,3 +224,11 @@ def test_reported_times_far_below_the_referees_clock_are_flagged(tmp_path):
     result = judge(SlowerThanReported, "relu_rand_small.py", tmp_path, trial_ms=0.001, input_probes=False)
     assert CheatKind.TIMER_PATCH in kinds(result), result.errors
     assert "referee's clock" in result.errors
+
+
+def test_commands_carry_host_copies_of_any_tensor_inside_an_argument():
+    from htam_graph.runner.referee.judge import host_copies
+
+    nested = [3, (torch.ones(2), {"w": torch.zeros(1)})]
+    copied = host_copies(nested)
+    assert copied[0] == 3 and torch.equal(copied[1][0], torch.ones(2)) and copied[1][1]["w"].device.type == "cpu"

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar
 
 import torch
+from torch.utils._pytree import tree_map
 
 from htam_graph.errors import UserError
 from htam_graph.runner import compare, timing
@@ -151,6 +152,12 @@ def _extent(remote: RemoteTensor) -> tuple[int, int]:
 
 def _overlaps(extent: tuple[int, int], others: Iterable[tuple[int, int]]) -> bool:
     return any(extent[0] < end and start < extent[1] for start, end in others)
+
+
+def host_copies(value: Any) -> Any:
+    """`value` with every tensor inside it copied to the host: commands are pickled, and a
+    pickled CUDA tensor would travel as an IPC handle to the referee's own memory."""
+    return tree_map(lambda x: x.cpu() if isinstance(x, torch.Tensor) else x, value)
 
 
 def _specs(tensors: list[torch.Tensor]) -> list[TensorSpec]:
@@ -381,7 +388,7 @@ class _Case:
                 fmt=job.fmt,
                 build=job.build,
                 seed=reference.seed,
-                init_args=reference.init_args,
+                init_args=host_copies(reference.init_args),
             ),
             Loaded,
         )
@@ -568,7 +575,7 @@ class _Case:
         args = [
             TensorSpec(shape=tuple(x.shape), dtype=dtype_name(x.dtype))
             if isinstance(x, torch.Tensor)
-            else PlainArg(value=x)
+            else PlainArg(value=host_copies(x))
             for x in master
         ]
         allocated = self.request(Alloc(key=key, args=args), Allocated)

@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -237,16 +238,20 @@ def prepare_like_the_referee(task: Task, config: EvalConfig) -> dict[str, Any]:
     return record
 
 
-def kernelbench_report(ev: Evaluator, root: Path) -> dict[str, Any]:
+def kernelbench_report(ev: Evaluator, root: Path, save: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    """Prepare every task, then judge those with a candidate; `save` gets the report so far
+    after each task (a run cut short by its time limit keeps what it measured)."""
     tasks = load_tasks(root)
-    dry = [prepare_like_the_referee(task, EvalConfig(trials=10, warmup=2)) for task in tasks]
-    judged = []
+    report: dict[str, Any] = {"root": str(root), "prepared": [], "judged": []}
+    for task in tasks:
+        report["prepared"].append(prepare_like_the_referee(task, EvalConfig(trials=10, warmup=2)))
+        save(report)
     for task in tasks:
         candidate = kernelbench_candidate(task)
         if candidate is None:
             continue
         result = ev.evaluate(task, candidate)
-        judged.append(
+        report["judged"].append(
             {
                 "task": task.id,
                 "candidate": str(candidate.relative_to(REPO)),
@@ -254,6 +259,7 @@ def kernelbench_report(ev: Evaluator, root: Path) -> dict[str, Any]:
                 "errors": result.errors,
                 "cheats": [f"{c.kind.value}: {c.detail}" for c in result.cheats],
                 "eval_s": result.eval_seconds,
+                "stage_s": result.stage_seconds,
                 "candidate_ms": result.candidate and result.candidate.median_ms,
                 "eager_ms": result.reference_eager and result.reference_eager.median_ms,
                 "speedup_eager": result.speedup_eager,
@@ -262,7 +268,8 @@ def kernelbench_report(ev: Evaluator, root: Path) -> dict[str, Any]:
                 "probes": [f"{p.name}:{p.outcome}" for p in result.probes],
             }
         )
-    return {"root": str(root), "prepared": dry, "judged": judged}
+        save(report)
+    return report
 
 
 @click.command()
@@ -286,6 +293,15 @@ def main(
     settings = BuildSettings.resolve().model_copy(update={"cache_dir": cache})  # every build starts cold
     config = EvalConfig(trials=trials, compile_reference=compile_reference)
     report: dict[str, Any] = {"date": dt.date.today().isoformat(), "command": " ".join(["python3", *sys.argv])}
+    out.mkdir(parents=True, exist_ok=True)
+
+    def save(section: str | None = None, value: Any = None) -> None:
+        if section is not None:
+            report[section] = value
+        gpu = str(report.get("gpu", "gpu")).split()[-1].lower()
+        path = out / f"runner-{report['date']}-{gpu}.json"
+        path.write_text(json.dumps(report, indent=2, default=str) + "\n")
+
     with Evaluator(config, workers=1, build=settings) as ev:
         info = ev.workers_info()[0]
         report.update(gpu=info.device, arch=info.arch, versions=info.versions, trials=trials)
@@ -293,23 +309,18 @@ def main(
         if passes:
             rows, summary = suite_report(ev, max(passes, 2), settings)
             report.update(summary=summary, tasks=rows)
+            save()
             _print(console, rows, summary)
         if load_inline:
             started = time.perf_counter()
             result = ev.evaluate(resolve_task("level1/19_ReLU"), LOAD_INLINE)
-            report["load_inline"] = {
-                "seconds": time.perf_counter() - started,
-                "verdict": result.verdict.value,
-                "speedup_eager": result.speedup_eager,
-            }
+            inline = {"seconds": time.perf_counter() - started, "verdict": result.verdict.value}
+            save("load_inline", {**inline, "speedup_eager": result.speedup_eager})
         if kernelbench is not None:
-            report["kernelbench"] = kernelbench_report(ev, kernelbench)
-            console.print_json(json.dumps(report["kernelbench"], default=str))
-    out.mkdir(parents=True, exist_ok=True)
-    gpu = report["gpu"].split()[-1].lower()
-    path = out / f"runner-{report['date']}-{gpu}.json"
-    path.write_text(json.dumps(report, indent=2, default=str) + "\n")
-    console.print(f"wrote {path}")
+            found = kernelbench_report(ev, kernelbench, lambda part: save("kernelbench", part))
+            console.print_json(json.dumps(found, default=str))
+    save()
+    console.print(f"wrote {out}")
 
 
 def _print(console: Console, rows: list[dict[str, Any]], summary: dict[str, Any]) -> None:

@@ -78,6 +78,7 @@ class RemoteMemory:
     def __init__(self, device: torch.device) -> None:
         self.device = device
         self._opened: dict[str, tuple[int, int]] = {}  # handle -> (pointer here, allocation bytes)
+        self._views: dict[str, int] = {}  # handle -> views handed out and not released
 
     def tensor(self, remote: RemoteTensor) -> torch.Tensor:
         """A view of the candidate's tensor (valid until close())."""
@@ -89,6 +90,7 @@ class RemoteMemory:
         if remote.handle is None:
             raise ProtocolViolation("a tensor with elements but no memory handle")
         pointer, size = self._open(remote.handle)
+        self._views[remote.handle] = self._views.get(remote.handle, 0) + 1
         itemsize = dtype.itemsize
         span = (sum((n - 1) * s for n, s in zip(remote.shape, remote.stride, strict=True)) + 1) * itemsize
         if remote.offset % itemsize or remote.offset + span > size:
@@ -113,15 +115,35 @@ class RemoteMemory:
             self._opened[handle] = (int(pointer), int(size))
         return self._opened[handle]
 
+    def release(self, remotes: list[RemoteTensor]) -> None:
+        """The views of these tensors are no longer used: unmap allocations nothing else here
+        views. Without this, memory the candidate's process freed would stay allocated for as
+        long as the referee maps it (14 outputs of 7 GB in one evaluation)."""
+        done = []
+        for remote in remotes:
+            if remote.handle is not None and remote.handle in self._views:
+                self._views[remote.handle] -= 1
+                if self._views[remote.handle] <= 0:
+                    done.append(remote.handle)
+        if done:
+            torch.cuda.synchronize(self.device)
+            for handle in done:
+                del self._views[handle]
+                self._close(self._opened.pop(handle)[0])
+
+    def _close(self, pointer: int) -> None:
+        try:
+            check_driver(driver.cuIpcCloseMemHandle(pointer), "cuIpcCloseMemHandle")
+        except CudaDriverError:
+            # The mapping dies with the candidate's context anyway; keep closing the rest.
+            logger.warning("could not unmap a candidate allocation at %#x", pointer, exc_info=True)
+
     def close(self) -> None:
         """Unmap everything (after the device finished every use of the views)."""
         if not self._opened:
             return
         torch.cuda.synchronize(self.device)
         for pointer, _size in self._opened.values():
-            try:
-                check_driver(driver.cuIpcCloseMemHandle(pointer), "cuIpcCloseMemHandle")
-            except CudaDriverError:
-                # The mapping dies with the candidate's context anyway; keep closing the rest.
-                logger.warning("could not unmap a candidate allocation at %#x", pointer, exc_info=True)
+            self._close(pointer)
         self._opened.clear()
+        self._views.clear()

@@ -23,7 +23,7 @@ class EvalConfig(BaseModel):
     )
     trials: int = Field(100, ge=1, description="timed runs; the median is reported")
     warmup: int = Field(3, ge=1)
-    timed_checks: int = Field(6, ge=0, description="timed runs, chosen at random, whose outputs are also compared")
+    timed_checks: int = Field(4, ge=0, description="timed runs, chosen at random, whose outputs are also compared")
     seed: int | None = Field(
         None, description="None: inputs drawn from a fresh secret seed per job; an int makes them repeatable"
     )

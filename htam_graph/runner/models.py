@@ -137,6 +137,9 @@ class EvalResult(BaseModel):
     process_start_seconds: float | None = Field(
         None, description="fork to CUDA ready of that process (hidden when it started as a spare)"
     )
+    stage_seconds: dict[str, float] = Field(
+        default_factory=dict, description="where the evaluation's time went, by stage (referee's clock)"
+    )
     device: str | None = None
     versions: dict[str, str] = Field(default_factory=dict)
 

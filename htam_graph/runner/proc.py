@@ -47,7 +47,8 @@ def close_fds_except(keep: set[int]) -> None:
     """Close every descriptor but `keep`: a forked child inherits all of its parent's."""
     low = 0
     for fd in sorted(keep):
-        os.closerange(low, fd)
+        if low < fd:  # closerange(n, n) closes every descriptor on Linux (close_range(n, n - 1))
+            os.closerange(low, fd)
         low = fd + 1
     os.closerange(low, os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 65536)
 

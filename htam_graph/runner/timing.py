@@ -1,16 +1,21 @@
 """GPU timing by KernelBench's protocol (KERNELBENCH.md), made repeatable.
 
-Each trial: flush L2 by writing a 256 MB buffer, hold the stream with a short spin kernel
+Each trial: flush L2 by writing a 256 MB buffer, hold the GPU with a short spin kernel
 (the gate), record the start event, run, record the end event on the stream, synchronize
 the whole device, record a third, "synced" event. The reported time is start -> end.
 The referee times the reference with `time_gpu`; a candidate's process times each of its
 trials with `timed_call`, one trial per message from the referee (docs/judge.md).
 
 The gate lasts about twice the host time of one call (measured in the warm-up), so the
-whole forward is queued before the start event fires: without it a candidate whose Python
-forward takes longer than the flush let the GPU idle inside the timed interval for as long
-as the host happened to be slow (a VM's vCPU), which moved short kernels' medians by up to
-20% between runs while PyTorch's own one-call forwards stayed within 0.2%. The host time of
+whole forward is queued before the start event fires. It occupies every SM (two blocks of
+1024 threads each, spinning on the global timer), so no kernel a candidate queued on
+another stream can run while it waits: hidden work cannot hide inside the gate and has to
+finish after the start event, where the synced event sees it (a one-thread spin left the
+SMs free, and a side stream's work finished, unseen, before the start). Without a gate, a
+candidate whose Python forward takes longer than the flush let the GPU idle inside the
+timed interval for as long as the host happened to be slow (a VM's vCPU), which moved short
+kernels' medians by up to 20% between runs while PyTorch's own one-call forwards stayed
+within 0.2%. The host time of
 a call is reported too (`host_median_ms`), and speedups use the larger of the two, so work
 done on the CPU is still paid for.
 
@@ -30,17 +35,21 @@ The median is reported: per-trial spread on the H200 is 3-5% (GPU_BASELINES.md).
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import statistics
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
 
+from htam_graph.runner.build import BuildSettings, build_cubin
 from htam_graph.runner.models import Timing
+from htam_graph.runner.native import CudaBuildError, CudaModule
 
 L2_FLUSH_BYTES = 256 * 1024 * 1024
 WARMUP_MS = 100.0  # at least this much warm-up work, so clocks and caches settle
@@ -84,6 +93,61 @@ class L2Flusher:
         return statistics.median(times)
 
 
+GATE_SRC = r"""
+// Every block spins for `ns` on the global timer. The last block to start tells the host,
+// through pinned host memory, that the whole GPU is held.
+extern "C" __global__ void occupy(unsigned long long ns, unsigned int* started, volatile int* held, int epoch,
+                                  unsigned int blocks) {
+    unsigned long long start, now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    if (threadIdx.x == 0 && atomicAdd(started, 1u) + 1u == blocks) {
+        *started = 0u;
+        __threadfence_system();
+        *held = epoch;
+    }
+    do {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    } while (now - start < ns);
+}
+"""
+GATE_WAIT_S = 1.0  # longest the host waits for the gate to hold the GPU (something else held it)
+
+
+class Gate:
+    """Holds every SM of the GPU for a given time, on the current stream.
+
+    `hold` returns once all the gate's blocks are resident: only then may the caller queue
+    the timed work, so no kernel it queues on another stream can start before the gate ends
+    (one queued while the flush still ran could otherwise take SMs first)."""
+
+    def __init__(self, module: CudaModule, blocks: int) -> None:
+        self.module, self.blocks = module, blocks
+        self.started = torch.zeros(1, dtype=torch.int32, device="cuda")
+        self.held = torch.zeros(1, dtype=torch.int32, pin_memory=True)
+        self._flag = ctypes.c_int.from_address(self.held.data_ptr())
+        self.epoch = 0
+
+    @classmethod
+    def build(cls, settings: BuildSettings) -> Gate:
+        result = build_cubin(GATE_SRC, settings)
+        if not result.ok or result.cubin_path is None:
+            raise CudaBuildError(result)
+        device = torch.cuda.current_device()
+        module = CudaModule(GATE_SRC, Path(result.cubin_path).read_bytes(), device)
+        return cls(module, 2 * torch.cuda.get_device_properties(device).multi_processor_count)
+
+    def hold(self, ms: float) -> bool:
+        """Launch the gate and wait until it holds the GPU; False if it did not within GATE_WAIT_S."""
+        self.epoch += 1
+        args = (int(ms * 1e6), self.started, self.held.data_ptr(), self.epoch, self.blocks)
+        self.module.launch("occupy", grid=(self.blocks,), block=(1024,), args=args)
+        deadline = time.perf_counter() + GATE_WAIT_S
+        while self._flag.value != self.epoch:
+            if time.perf_counter() > deadline:
+                return False
+        return True
+
+
 def gate_ms(host_median_ms: float) -> float:
     """The spin before each trial's start event: twice a call's host time, bounded."""
     return min(max(2 * host_median_ms + 0.05, GATE_MIN_MS), GATE_MAX_MS)
@@ -122,11 +186,11 @@ class Trial:
     host_ms: float  # host time of the call
 
 
-def timed_call(call: Callable[[], Any], flusher: L2Flusher, gate_cycles: int) -> Trial:
+def timed_call(call: Callable[[], Any], flusher: L2Flusher, gate: Gate, hold_ms: float) -> Trial:
     """One trial of the protocol above."""
     start, end, synced = (torch.cuda.Event(enable_timing=True) for _ in range(3))
     flusher.flush()
-    torch.cuda._sleep(gate_cycles)
+    gate.hold(hold_ms)
     start.record()
     began = time.perf_counter()
     out = call()
@@ -154,16 +218,16 @@ def summarize(trials: Sequence[Trial], input_sets: int, wall_ms: Sequence[float]
 
 
 def time_gpu(
-    fns: Callable[[], Any] | Sequence[Callable[[], Any]], flusher: L2Flusher, warmup: int, trials: int
+    fns: Callable[[], Any] | Sequence[Callable[[], Any]], flusher: L2Flusher, gate: Gate, warmup: int, trials: int
 ) -> Timing:
     """Median-based timing in milliseconds (CUDA events); trial i runs fns[i % len(fns)]."""
     calls = [fns] if callable(fns) else list(fns)
     held: deque[Any] = deque(maxlen=len(calls) - 1)
     warm = warm_up(calls, warmup, held)
-    gate_cycles = int(gate_ms(warm.host_ms) * spin_cycles_per_ms())
+    hold_ms = gate_ms(warm.host_ms)
     done = []
     for i in range(trials):
-        trial = timed_call(calls[i % len(calls)], flusher, gate_cycles)
+        trial = timed_call(calls[i % len(calls)], flusher, gate, hold_ms)
         held.append(trial.out)
         done.append(Trial(None, trial.ms, trial.synced_ms, trial.host_ms))
     torch.cuda.synchronize()
@@ -171,18 +235,21 @@ def time_gpu(
     return summarize(done, len(calls))
 
 
-def host_sync_latency(flusher: L2Flusher) -> float:
+def host_sync_latency(flusher: L2Flusher, gate: Gate) -> float:
     """Median ms from a stream's last event to an event recorded after a device-wide
     synchronize, with nothing else running: what the synced interval adds to honest work."""
-    timing = time_gpu(lambda: None, flusher, warmup=3, trials=LATENCY_TRIALS)
-    return max((timing.synced_median_ms or 0.0) - timing.median_ms, 0.0)
+    calls = [lambda: None]
+    hold_ms = gate_ms(0.0)
+    return statistics.median(
+        max(t.synced_ms - t.ms, 0.0)
+        for t in (timed_call(calls[0], flusher, gate, hold_ms) for _ in range(LATENCY_TRIALS))
+    )
 
 
-def hidden_work_ms(timing: Timing, latency_ms: float) -> float:
-    """How far the device-synchronized median exceeds the stream's, beyond host latency."""
-    if timing.synced_median_ms is None:
-        return 0.0
-    return max(timing.synced_median_ms - timing.median_ms - latency_ms, 0.0)
+def hidden_work_ms(trials: Sequence[Trial], latency_ms: float) -> float:
+    """How far the device-synchronized interval exceeds the stream's, beyond host latency:
+    the median over trials of each trial's own difference."""
+    return max(statistics.median(t.synced_ms - t.ms for t in trials) - latency_ms, 0.0)
 
 
 def hidden_work_tolerance(timing: Timing) -> float:

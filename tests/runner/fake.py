@@ -9,6 +9,7 @@ a registry key, and `tensor()` returns a view of the very memory, as CUDA IPC do
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from typing import Any, TypeVar
 
@@ -55,7 +56,7 @@ def numpy_kernel(fn: Any, *tensors: torch.Tensor) -> torch.Tensor:
 class FakeLink:
     """Interprets the protocol for one candidate class, on the CPU."""
 
-    def __init__(self, model_class: type, trial_ms: float = 1.0) -> None:
+    def __init__(self, model_class: type, trial_ms: float | None = None) -> None:
         self.pid = 0
         self.model_class, self.trial_ms = model_class, trial_ms
         self.model: Any = None
@@ -120,11 +121,15 @@ class FakeLink:
                 return Called(outputs=self.outputs(outs), ops=recorder.disallowed(), health=Health())
             case Warmup():
                 self.timed = deque(maxlen=len(command.keys))
-                return Warmed(host_ms=0.01, per_run_ms=self.trial_ms, latency_ms=0.0, health=Health())
+                for i in range(command.warmup):
+                    self.timed.append(self.model(*self.sets[command.keys[i % len(command.keys)]]))
+                return Warmed(host_ms=0.01, per_run_ms=self.trial_ms or 1.0, latency_ms=0.0, health=Health())
             case Trial():
+                began = time.perf_counter()
                 outs = flatten_outputs(self.model(*self.sets[command.key]))
+                measured = (time.perf_counter() - began) * 1e3
                 self.timed.append(outs)
-                ms = self.trial_ms
+                ms = measured if self.trial_ms is None else self.trial_ms
                 return TrialDone(index=command.index, ms=ms, synced_ms=ms, host_ms=0.01, outputs=self.outputs(outs))
             case Finish():
                 return Finished(health=Health())
@@ -135,14 +140,18 @@ class FakeLink:
         source = self.registry[remote.handle]
         return source.as_strided(remote.shape, remote.stride)
 
+    def release(self, remotes: list[RemoteTensor]) -> None:
+        pass  # CPU memory: nothing is mapped
+
     def close(self) -> None:
         self.closed = True
 
 
 class FakeProcesses:
-    """Hands out one FakeLink per job."""
+    """Hands out one FakeLink per job; `trial_ms` is the time each trial reports (None: the
+    time the call really took, as honest events would)."""
 
-    def __init__(self, model_class: type, trial_ms: float = 1.0) -> None:
+    def __init__(self, model_class: type, trial_ms: float | None = None) -> None:
         self.model_class, self.trial_ms = model_class, trial_ms
         self.links: list[FakeLink] = []
 
@@ -167,6 +176,6 @@ class CpuReferences(References):
         super().__init__(torch.device("cpu"), None)
         self.eager_ms = eager_ms
 
-    def timings(self, reference: Reference, config: Any) -> tuple[Timing, Timing | None]:
+    def timings(self, reference: Reference, config: Any, gate: Any) -> tuple[Timing, Timing | None]:
         t = self.eager_ms
         return Timing(median_ms=t, mean_ms=t, min_ms=t, max_ms=t, trials=1, host_median_ms=0.01), None

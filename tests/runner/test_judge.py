@@ -84,13 +84,15 @@ class HonestThenStale(nn.Module):
 
 
 class HonestThenTorch(nn.Module):
+    """Its own kernel for the correctness calls (9 here), then PyTorch's op."""
+
     def __init__(self):
         super().__init__()
         self.calls = 0
 
     def forward(self, x):
         self.calls += 1
-        return _relu(x) if self.calls <= 20 else torch.relu(x)
+        return _relu(x) if self.calls <= 10 else torch.relu(x)
 
 
 class MutatesInput(nn.Module):
@@ -106,10 +108,12 @@ class Constant(nn.Module):
 
 
 class HalfMatmul(nn.Module):
-    """fp32 in and out, fp16 arithmetic inside."""
+    """fp32 in and out, operands rounded to fp16 inside (accumulated in fp32, as tensor cores do):
+    within KernelBench's 1e-4 on torch.rand inputs."""
 
     def forward(self, a, b):
-        return numpy_kernel(lambda p, q: (p.astype(np.float16) @ q.astype(np.float16)).astype(np.float32), a, b)
+        half = lambda t: t.astype(np.float16).astype(np.float32)
+        return numpy_kernel(lambda p, q: half(p) @ half(q), a, b)
 
 
 class Fp32Matmul(nn.Module):
@@ -145,9 +149,11 @@ def _job(task: Task, tmp_path: Path, **config: object) -> Job:
     )
 
 
-def judge(model_class: type, fixture: str, tmp_path: Path, trial_ms: float = 20.0, **config: object) -> EvalResult:
-    """Judge a fake candidate; `trial_ms` is the time it reports per trial (more than a CPU
-    call takes, so the referee's clock agrees with it unless a test says otherwise)."""
+def judge(
+    model_class: type, fixture: str, tmp_path: Path, trial_ms: float | None = None, **config: object
+) -> EvalResult:
+    """Judge a fake candidate; `trial_ms` is the time it reports per trial (None: the time
+    each call really took, so the referee's clock agrees with it)."""
     processes = FakeProcesses(model_class, trial_ms)
     referee = Judge(torch.device("cpu"), CpuReferences(), processes, peaks=None, flush_ms=0.0)
     result, judge_failed = referee.judge(_job(load_task(FIXTURES / fixture), tmp_path, **config))
@@ -165,7 +171,7 @@ def test_an_honest_candidate_is_ok_with_speedups_and_probes(tmp_path):
     assert result.verdict == Verdict.OK, result.errors
     assert result.correct and result.compiled and result.correctness_trials == 5
     assert result.candidate is not None and result.candidate.trials == 24
-    assert result.speedup_eager == pytest.approx(2.0 / 20.0)
+    assert result.speedup_eager == pytest.approx(2.0 / result.candidate.median_ms)
     names = {p.name: p.outcome for p in result.probes}
     assert names["normal"] == names["large"] == names["precision"] == names["perturbed"] == "passed"
 
@@ -218,3 +224,11 @@ def test_reported_times_far_below_the_referees_clock_are_flagged(tmp_path):
     result = judge(SlowerThanReported, "relu_rand_small.py", tmp_path, trial_ms=0.001, input_probes=False)
     assert CheatKind.TIMER_PATCH in kinds(result), result.errors
     assert "referee's clock" in result.errors
+
+
+def test_commands_carry_host_copies_of_any_tensor_inside_an_argument():
+    from htam_graph.runner.referee.judge import host_copies
+
+    nested = [3, (torch.ones(2), {"w": torch.zeros(1)})]
+    copied = host_copies(nested)
+    assert copied[0] == 3 and torch.equal(copied[1][0], torch.ones(2)) and copied[1][1]["w"].device.type == "cpu"

@@ -39,10 +39,16 @@ class _Judge:
     def step(self) -> int:
         return 1
 
+    @classmethod
+    def build(cls) -> _Judge:
+        return cls()
+
 
 @pytest.fixture
 def integrity():
-    return probes.Integrity(modules=[probes], classes=[_Judge], instances=[_Judge()])
+    from pydantic import BaseModel
+
+    return probes.Integrity(modules=[probes], classes=[_Judge, BaseModel], instances=[_Judge()])
 
 
 def test_a_clean_process_reports_nothing(integrity):

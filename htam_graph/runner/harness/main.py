@@ -113,6 +113,7 @@ class Harness:
         self.last: dict[str, list[Any]] = {}  # the latest outputs per input set (for the held-stream probe)
         self.timed: deque[Any] = deque()
         self.integrity: probes.Integrity | None = None
+        self.gate: timing.Gate | None = None
 
     def serve(self) -> None:
         while True:
@@ -124,6 +125,11 @@ class Harness:
                 reply = self.handle(command)
             except _Fail as fail:
                 reply = fail.reply
+            except Exception as exc:  # the harness itself failed on what the candidate did: on the record
+                logger.exception("harness error on %s", command.kind)
+                reply = Failed(
+                    verdict=Verdict.RUNTIME_ERROR, errors=f"harness error: {type(exc).__name__}: {exc}"[:4000]
+                )
             _send(self.conn, reply)
             if isinstance(command, Finish):
                 return
@@ -161,10 +167,11 @@ class Harness:
         # Taken before any of the candidate's code runs.
         self.integrity = probes.Integrity(
             modules=[sys.modules[__name__], probes, timing, ipc, compare, protocol, os, time],
-            classes=[Harness, Connection, BaseModel, timing.L2Flusher],
+            classes=[Harness, Connection, BaseModel, timing.L2Flusher, timing.Gate],
             instances=[self],
         )
         JUDGE_BUILD.set(command.build)
+        self.gate = timing.Gate.build(command.build)  # before the candidate's code: its own cubin
         self.filename = command.filename
         digest = hashlib.sha256(command.source.encode()).hexdigest()[:16]
         if command.fmt == "kernelbench":
@@ -278,6 +285,11 @@ class Harness:
         return Called(outputs=self._export(outs), ops=ops, early_fraction=early, health=self.health())
 
     # -- timing ----------------------------------------------------------------------------
+    def _gate(self) -> timing.Gate:
+        if self.gate is None:
+            raise RuntimeError("timing before the candidate was loaded")
+        return self.gate
+
     def warmup(self, command: Warmup) -> Warmed:
         calls = [self._forward(key) for key in command.keys]
         self.timed = deque(maxlen=len(calls))
@@ -285,13 +297,12 @@ class Harness:
             warm = timing.warm_up(calls, command.warmup, self.timed)
         except Exception as exc:
             raise self._forward_failed(exc) from exc
-        latency = timing.host_sync_latency(self.flusher)
+        latency = timing.host_sync_latency(self.flusher, self._gate())
         return Warmed(host_ms=warm.host_ms, per_run_ms=warm.per_run_ms, latency_ms=latency, health=self.health())
 
     def trial(self, command: Trial) -> TrialDone:
-        gate_cycles = int(command.gate_ms * self.cycles_per_ms)
         try:
-            done = timing.timed_call(self._forward(command.key), self.flusher, gate_cycles)
+            done = timing.timed_call(self._forward(command.key), self.flusher, self._gate(), command.gate_ms)
         except Exception as exc:
             raise self._forward_failed(exc) from exc
         outs = probes.flatten_outputs(done.out)

@@ -156,6 +156,17 @@ _TORCH_WATCHED: dict[str, tuple[Any, str]] = {
 _ITIMERS = (signal.ITIMER_REAL, signal.ITIMER_VIRTUAL, signal.ITIMER_PROF)
 
 
+def _lookup(owner: Any, attr: str) -> Any:
+    """What `owner.attr` is bound to: for a class, the entry in its (or a base's) __dict__,
+    since getattr would return a new bound object for a classmethod on every access."""
+    if isinstance(owner, type):
+        for cls in owner.__mro__:
+            if attr in vars(cls):
+                return vars(cls)[attr]
+        return None
+    return getattr(owner, attr, None)
+
+
 def _signals() -> dict[int, Any]:
     handlers = {}
     for sig in signal.valid_signals():
@@ -216,7 +227,7 @@ class Integrity:
             for name, value in vars(cls).items():
                 if callable(value) and not (name.startswith("__") and name.endswith("__")):
                     watched[f"{cls.__qualname__}.{name}"] = (cls, name)
-        self._saved = {key: (owner, attr, getattr(owner, attr)) for key, (owner, attr) in watched.items()}
+        self._saved = {key: (owner, attr, _lookup(owner, attr)) for key, (owner, attr) in watched.items()}
         self._signals = _signals()
         self._flags = precision_flags()
         self._threads = threading.active_count()
@@ -224,7 +235,7 @@ class Integrity:
         self._gc_callbacks = len(gc.callbacks)
 
     def check(self) -> list[str]:
-        found = [key for key, (owner, attr, value) in self._saved.items() if getattr(owner, attr, None) is not value]
+        found = [key for key, (owner, attr, value) in self._saved.items() if _lookup(owner, attr) is not value]
         found = [f"replaced {key}" for key in found]
         for obj in self.instances:
             shadowed = [name for name in vars(obj) if callable(getattr(type(obj), name, None))]

@@ -77,17 +77,21 @@ def generate(module: ModuleType, recipe: Recipe, device: torch.device) -> list[A
 
 
 def _draw(kind: InputKind, like: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """Values of `like`'s shape and dtype; built in place, since inputs reach 8 GB."""
     shape, device = like.shape, like.device
     if kind == InputKind.PRECISION:
         # (1 + u) * 2^e with u uniform on 23+ bits and e in -2..2, random sign: rounding any
         # of them to tf32 (10 bits) or half (10 bits) moves it by up to 2^-11.
-        mantissa = 1.0 + torch.rand(shape, generator=generator, device=device, dtype=torch.float32)
-        exponent = torch.randint(-2, 3, shape, generator=generator, device=device).to(torch.float32)
-        sign = torch.randint(0, 2, shape, generator=generator, device=device).to(torch.float32) * 2 - 1
-        return (sign * mantissa * torch.exp2(exponent)).to(like.dtype)
-    values = torch.randn(shape, generator=generator, device=device, dtype=torch.float32) * _SCALE[kind]
+        values = torch.rand(shape, generator=generator, device=device, dtype=torch.float32).add_(1.0)
+        exponent = torch.randint(-2, 3, shape, generator=generator, device=device, dtype=torch.int8)
+        values.mul_(exponent.to(torch.float32).exp2_())
+        del exponent
+        sign = torch.randint(0, 2, shape, generator=generator, device=device, dtype=torch.int8)
+        values.mul_(sign.to(torch.float32).mul_(2.0).sub_(1.0))
+        return values.to(like.dtype)
+    values = torch.randn(shape, generator=generator, device=device, dtype=torch.float32).mul_(_SCALE[kind])
     if kind == InputKind.ZEROS:
-        values *= torch.rand(shape, generator=generator, device=device) >= 1 / 3
+        values.masked_fill_(torch.rand(shape, generator=generator, device=device) < 1 / 3, 0.0)
     return values.to(like.dtype)
 
 

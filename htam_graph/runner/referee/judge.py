@@ -19,16 +19,18 @@ The stages, in the order a candidate can fail them (docs/judge.md):
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import statistics
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar
 
 import torch
+from torch.utils._pytree import tree_map
 
 from htam_graph.errors import UserError
 from htam_graph.runner import compare, timing
@@ -70,6 +72,7 @@ logger = logging.getLogger(__name__)
 R = TypeVar("R")
 
 SUSPICIOUS_SPEEDUP = 10.0
+LARGE_BYTES = 1024**3  # tasks whose inputs and outputs exceed this return cached memory after each input set
 HOLD_BYTES = 8 * 1024**3  # outputs of earlier calls the candidate's process keeps alive, at most
 POISON_BYTES = 16 * 1024**3  # poisoned blocks per call, at most
 RECORDED_SHARE = 0.3  # of the correctness calls run under the op recorder (at least one)
@@ -79,6 +82,7 @@ EARLY_FRACTION = 0.5  # of the changed output final while the stream was held: w
 PRECISION_RTOL = 1e-4
 PRECISION_ATOL = 1e-6
 PRECISION_BAND = 0.05  # errors above this share of the norm are plain wrong results, not precision
+PRECISION_RATIO = 3.0  # ... and so are errors not this much larger than on the task's own inputs
 # On the probe sets an honest kernel may round differently from the reference (cancellation
 # in signed sums): its error may reach this multiple of the reference's own error against a
 # float64 reference before it counts.
@@ -108,6 +112,8 @@ class CandidateLink(Protocol):
     def request(self, command: Command, expect: type[R], deadline: float) -> R: ...
 
     def tensor(self, remote: RemoteTensor) -> torch.Tensor: ...
+
+    def release(self, remotes: list[RemoteTensor]) -> None: ...
 
     def close(self) -> None: ...
 
@@ -148,6 +154,12 @@ def _overlaps(extent: tuple[int, int], others: Iterable[tuple[int, int]]) -> boo
     return any(extent[0] < end and start < extent[1] for start, end in others)
 
 
+def host_copies(value: Any) -> Any:
+    """`value` with every tensor inside it copied to the host: commands are pickled, and a
+    pickled CUDA tensor would travel as an IPC handle to the referee's own memory."""
+    return tree_map(lambda x: x.cpu() if isinstance(x, torch.Tensor) else x, value)
+
+
 def _specs(tensors: list[torch.Tensor]) -> list[TensorSpec]:
     return [TensorSpec(shape=tuple(t.shape), dtype=dtype_name(t.dtype)) for t in tensors]
 
@@ -167,6 +179,7 @@ class _CandidateSet:
     master: list[Any]
     buffers: list[torch.Tensor | None]
     extents: list[tuple[int, int]]
+    remotes: list[RemoteTensor]
 
     def pairs(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
         return [
@@ -186,6 +199,7 @@ class _Outcome:
     failures: list[str]
     comparisons: list[compare.Comparison]
     fingerprints: list[tuple[object, ...]]
+    remotes: list[RemoteTensor]
 
     @property
     def ok(self) -> bool:
@@ -208,6 +222,13 @@ class Judge:
         self.device, self.references, self.processes = device, references, processes
         self.peaks, self.flush_ms = peaks, flush_ms
         self.device_name, self.versions = device_name, versions or {}
+        self._gate: timing.Gate | None = None
+
+    def gate(self, job: Job) -> timing.Gate | None:
+        """The timing gate kernel, built with the first job's settings (none on a CPU)."""
+        if self._gate is None and self.device.type == "cuda":
+            self._gate = timing.Gate.build(job.build)
+        return self._gate
 
     def judge(self, job: Job) -> tuple[EvalResult, bool]:
         """The result, and whether the judge itself failed (the referee then restarts)."""
@@ -242,6 +263,8 @@ class Judge:
             judge_failed = True
         finally:
             case.end()
+            if self.device.type == "cuda":
+                torch.cuda.empty_cache()  # the next candidate's process gets the memory this job used
         if result.cheats:
             result.verdict = Verdict.REJECTED
             result.errors = result.errors or "; ".join(c.detail for c in result.cheats)
@@ -268,6 +291,15 @@ class _Case:
         self.rng = random.Random(seed)
         self.generator = torch.Generator(self.device).manual_seed(seed)
 
+    @contextlib.contextmanager
+    def timer(self, stage: str) -> Iterator[None]:
+        began = time.perf_counter()
+        try:
+            yield
+        finally:
+            spent = self.result.stage_seconds.get(stage, 0.0) + time.perf_counter() - began
+            self.result.stage_seconds[stage] = round(spent, 4)
+
     # -- findings --------------------------------------------------------------------------
     def flag(self, kind: CheatKind, detail: str) -> None:
         if kind not in {c.kind for c in self.result.cheats}:
@@ -288,7 +320,8 @@ class _Case:
     def run(self) -> None:
         job = self.job
         self.stage = "the reference"
-        reference = self.judge.references.prepare(job.task, self.config)
+        with self.timer("reference"):
+            reference = self.judge.references.prepare(job.task, self.config)
         if self.config.static_checks:
             self.stage = "the static checks"
             dtype = str(reference.dtype).removeprefix("torch.")
@@ -296,18 +329,25 @@ class _Case:
                 self.result.cheats.extend(found)
                 raise Stop(Verdict.REJECTED, "; ".join(f.detail for f in found))
         self.stage = "the reference timings"
-        eager, compiled = self.judge.references.timings(reference, self.config)
+        with self.timer("reference"):
+            eager, compiled = self.judge.references.timings(reference, self.config, self.judge.gate(job))
         self.stage = "starting the candidate's process"
-        taken = self.judge.processes.take(self.config.startup_timeout_s)
-        self.link = taken.link
-        self.result.process_start_seconds, self.result.process_wait_seconds = taken.start_seconds, taken.wait_seconds
-        self.judge.processes.warm()  # the next candidate's process starts while this one loads
+        with self.timer("process"):
+            taken = self.judge.processes.take(self.config.startup_timeout_s)
+            self.link = taken.link
+            self.result.process_start_seconds = taken.start_seconds
+            self.result.process_wait_seconds = taken.wait_seconds
+            self.judge.processes.warm()  # the next candidate's process starts while this one loads
         self.deadline = time.monotonic() + self.config.job_timeout(job.fmt)
-        self.load(reference)
-        self.correctness(reference)
+        with self.timer("load"):
+            self.load(reference)
+        with self.timer("correctness"):
+            self.correctness(reference)
         self.stage = "waiting for the next candidate process to start"
-        self.judge.processes.wait_ready(self.config.startup_timeout_s)
-        self.timed(reference, eager, compiled)
+        with self.timer("process"):
+            self.judge.processes.wait_ready(self.config.startup_timeout_s)
+        with self.timer("timing"):
+            self.timed(reference, eager, compiled)
         self.stage = "finishing"
         self.health(self.request(Finish(), Finished).health, "after the timed runs")
         self.stop_if_flagged()
@@ -316,13 +356,25 @@ class _Case:
     def request(self, command: Command, expect: type[R]) -> R:
         if self.link is None:
             raise RuntimeError("no candidate process")
-        return self.link.request(command, expect, self.deadline)
+        with self.timer(f"candidate:{command.kind}"):  # round trips, the candidate's share of the time
+            return self.link.request(command, expect, self.deadline)
+
+    def release(self, *outcomes: _Outcome) -> None:
+        """Unmap outputs the referee no longer reads (the candidate's process may free them)."""
+        if self.link is not None:
+            self.link.release([r for outcome in outcomes for r in outcome.remotes])
+
+    def free_sets(self, done: list[_CandidateSet]) -> None:
+        if done and self.link is not None:
+            self.link.release([r for s in done for r in s.remotes])
+            self.request(Free(keys=[s.key for s in done]), Freed)
 
     def end(self) -> str:
         """Unmap the candidate's memory and end its process (once)."""
         if self.ended is None and self.link is not None:
-            self.link.close()
-            self.ended = self.judge.processes.end(self.link)
+            with self.timer("end"):
+                self.link.close()
+                self.ended = self.judge.processes.end(self.link)
         return self.ended or "not started"
 
     # -- loading ----------------------------------------------------------------------------
@@ -336,7 +388,7 @@ class _Case:
                 fmt=job.fmt,
                 build=job.build,
                 seed=reference.seed,
-                init_args=reference.init_args,
+                init_args=host_copies(reference.init_args),
             ),
             Loaded,
         )
@@ -352,6 +404,7 @@ class _Case:
                 if target.dtype == source.dtype:
                     target.copy_(source)
         sync(self.device)
+        self.link.release([w.tensor for w in loaded.weights if w.name in reference.state])
         self.result.compiled = True
 
     # -- correctness ------------------------------------------------------------------------
@@ -361,7 +414,8 @@ class _Case:
         recipes = sets.plan(cfg.correctness_trials, cfg.input_probes, reference.dtype == torch.float32, cfg.seed)
         recorded = self._recorded(len(recipes))
         last: tuple[_CandidateSet, _Outcome, list[torch.Tensor]] | None = None
-        alive: list[str] = []  # task sets still allocated in the candidate's process
+        alive: list[_CandidateSet] = []  # task sets still allocated in the candidate's process
+        task_error = 0.0  # the largest relative error norm on the task's own inputs
         previous: tuple[list[tuple[object, ...]], list[tuple[object, ...]]] | None = None
         for index, recipe in enumerate(recipes):
             drawn = sets.generate(reference.module, recipe, self.device)
@@ -378,8 +432,9 @@ class _Case:
             self._probe(recipe.name, "passed" if outcome.ok else "failed", "; ".join(outcome.failures)[:300])
             self.failures += outcome.failures
             if recipe.kind == sets.InputKind.PRECISION and tolerances is not None:
-                self._precision(outcome, tolerances)
+                self._precision(outcome, tolerances, task_error)
             if recipe.kind == sets.InputKind.TASK:
+                task_error = max([task_error, *(c.norm_error for c in outcome.comparisons)])
                 self.result.correctness_trials += 1
                 refs = [compare.fingerprint(t) for t in expected]
                 if previous is not None and outcome.fingerprints == previous[0] and refs != previous[1]:
@@ -390,12 +445,18 @@ class _Case:
                 previous = (outcome.fingerprints, refs)
                 # Earlier task sets stay allocated (within HOLD_BYTES), so each set's buffers
                 # have new addresses and a cache keyed on addresses cannot answer a later one.
-                alive.append(current.key)
+                alive.append(current)
                 while len(alive) > max(1, HOLD_BYTES // max(reference.input_bytes, 1)):
-                    self.request(Free(keys=[alive.pop(0)]), Freed)
+                    self.free_sets([alive.pop(0)])
+                if last is not None:
+                    self.release(last[1])
                 last = (current, outcome, expected)
             else:
-                self.request(Free(keys=[current.key]), Freed)
+                self.release(outcome)
+                self.free_sets([current])
+            del current, expected, outcome  # large tasks: the next set's values need the memory
+            if reference.input_bytes + reference.output_bytes > LARGE_BYTES:
+                torch.cuda.empty_cache()  # float64 copies and temporaries: give the memory back for the candidate
         if last is not None:
             self.same_buffers(reference, *last)
         self.result.correct = not self.failures
@@ -403,7 +464,8 @@ class _Case:
         self.stop_if_flagged()
         if self.failures:
             raise Stop(Verdict.INCORRECT, self.result.errors)
-        self.request(Free(keys=alive, calls=[c for c, _ in self.held]), Freed)
+        self.free_sets(alive)
+        self.request(Free(calls=[c for c, _ in self.held]), Freed)
         self.held.clear()
 
     def _recorded(self, count: int) -> set[int]:
@@ -434,11 +496,15 @@ class _Case:
                 found.append(_Tolerance(max(atol, rtol * compare.rms(ref)), rtol))
         return found
 
-    def _precision(self, outcome: _Outcome, tolerances: list[_Tolerance]) -> None:
+    def _precision(self, outcome: _Outcome, tolerances: list[_Tolerance], task_error: float) -> None:
+        """Reduced precision shows as an error that grows with the values (relative), hides
+        on the task's non-negative inputs, and shows on the probe's signed full-mantissa
+        ones; an error as large on the task's own inputs is a wrong result instead."""
         for i, (cmp, tol) in enumerate(zip(outcome.comparisons, tolerances, strict=False)):
             noise = NOISE_FACTOR * tol.noise_norm if tol.noise_norm is not None else 0.0
             bound = max(PRECISION_RTOL * cmp.ref_sq**0.5, noise) + PRECISION_ATOL * cmp.numel**0.5
-            if bound < cmp.err_sq**0.5 <= PRECISION_BAND * cmp.ref_sq**0.5:
+            hidden_on_task_inputs = cmp.norm_error > PRECISION_RATIO * task_error
+            if bound < cmp.err_sq**0.5 <= PRECISION_BAND * cmp.ref_sq**0.5 and hidden_on_task_inputs:
                 self.flag(
                     CheatKind.PRECISION_DOWNGRADE,
                     f"precision probe: output {i} is off by {cmp.norm_error:.2e} of its norm "
@@ -450,8 +516,11 @@ class _Case:
     ) -> None:
         """On the last task set, in its own buffers: a second poison, a few elements
         changed, all values rewritten, and the held-stream probe."""
+        # Elements already found unwritten explain a difference; ones this call leaves at the
+        # new marker do not (a kernel that reads its output buffer copies the marker in).
+        unwritten_before = any(c.kind == CheatKind.UNWRITTEN_OUTPUT for c in self.result.cheats)
         again = self.checked_call(current, expected, "garbage", "the same inputs again")
-        if not any(c.kind == CheatKind.UNWRITTEN_OUTPUT for c in self.result.cheats):
+        if not unwritten_before:
             for i, (new, old) in enumerate(zip(again.outputs, first.outputs, strict=False)):
                 cmp = compare.compare(i, new, old, self.config.atol, self.config.rtol)
                 if not cmp.ok:
@@ -460,24 +529,37 @@ class _Case:
                         "the same inputs gave different outputs when free memory held other values: "
                         + cmp.message.split(": ", 1)[-1],
                     )
-        sets.perturb(current.pairs(), self.generator)
-        sync(self.device)
-        perturbed = self.checked_call(current, reference.forward(current.master), "nan", "perturbed")
-        self._probe("perturbed", "passed" if perturbed.ok else "failed", "; ".join(perturbed.failures)[:300])
-        if first.ok and not perturbed.ok:
-            self.flag(
-                CheatKind.POINTER_CACHE,
-                "after a few input elements changed in place, the output did not follow (a cached result): "
-                + perturbed.failures[0],
+        self.release(again, first)
+        previous = expected
+        for name, hold in (("perturbed", False), ("rewritten", False), ("held stream", True)):
+            if name == "perturbed":
+                sets.perturb(current.pairs(), self.generator)
+                sync(self.device)
+            else:
+                self._rewrite(reference, current)
+            now = reference.forward(current.master)
+            outcome = self.checked_call(current, now, "nan", name, hold=hold)
+            # Wrong on the changed inputs and right for the old ones: a result kept from before.
+            stale = (
+                not outcome.ok
+                and len(outcome.outputs) == len(previous)
+                and all(
+                    compare.compare(i, out, old, self.config.atol, self.config.rtol).ok
+                    for i, (out, old) in enumerate(zip(outcome.outputs, previous, strict=True))
+                )
             )
-        for name, hold in (("rewritten", False), ("held stream", True)):
-            self._rewrite(reference, current)
-            outcome = self.checked_call(current, reference.forward(current.master), "nan", name, hold=hold)
-            if first.ok and not outcome.ok:
+            self.release(outcome)
+            if name == "perturbed":
+                self._probe(name, "passed" if outcome.ok else "failed", "; ".join(outcome.failures)[:300])
+            if stale:
+                change = "a few input elements changed" if name == "perturbed" else "new values were written"
                 self.flag(
                     CheatKind.POINTER_CACHE,
-                    f"after new values were written into the same input buffers ({name}): {outcome.failures[0]}",
+                    f"after {change} in place ({name}), forward returned the result for the old values: "
+                    + outcome.failures[0],
                 )
+            self.failures += outcome.failures
+            previous = now
 
     def _rewrite(self, reference: Reference, current: _CandidateSet) -> None:
         fresh = sets.task_inputs(reference.module, sets.secret_seed(), self.device)
@@ -493,7 +575,7 @@ class _Case:
         args = [
             TensorSpec(shape=tuple(x.shape), dtype=dtype_name(x.dtype))
             if isinstance(x, torch.Tensor)
-            else PlainArg(value=x)
+            else PlainArg(value=host_copies(x))
             for x in master
         ]
         allocated = self.request(Alloc(key=key, args=args), Allocated)
@@ -502,6 +584,7 @@ class _Case:
         assert self.link is not None
         buffers: list[torch.Tensor | None] = []
         extents = []
+        remotes = []
         for value, remote in zip(master, allocated.tensors, strict=True):
             if not isinstance(value, torch.Tensor):
                 buffers.append(None)
@@ -512,8 +595,9 @@ class _Case:
             buffer.copy_(value)
             buffers.append(buffer)
             extents.append(_extent(remote))
+            remotes.append(remote)
         sync(self.device)
-        return _CandidateSet(key, master, buffers, extents)
+        return _CandidateSet(key, master, buffers, extents, remotes)
 
     def checked_call(
         self,
@@ -583,7 +667,7 @@ class _Case:
                 remotes.append(out)
         if len(remotes) != len(expected):
             failure = f"forward returned {len(remotes)} outputs, the reference {len(expected)}"
-            return _Outcome(call, [], [], [failure], [], [])
+            return _Outcome(call, [], [], [failure], [], [], [])
         views = [self.link.tensor(r) for r in remotes]
         extents = [_extent(r) for r in remotes]
         before = [compare.fingerprint(v) for v in views]
@@ -618,7 +702,7 @@ class _Case:
                     CheatKind.PERSISTENT_OUTPUT,
                     f"{when}: output {i} is memory an earlier call returned and the caller still holds",
                 )
-        return _Outcome(call, views, extents, failures, comparisons, after)
+        return _Outcome(call, views, extents, failures, comparisons, after, remotes)
 
     # -- timing ---------------------------------------------------------------------------
     def timed(self, reference: Reference, eager: Timing, compiled: Timing | None) -> None:
@@ -652,6 +736,7 @@ class _Case:
             if i in recorded:
                 expected = reference.forward(current.master)
                 outcome = self.checked_call(current, expected, None, f"timed-phase call {i}", record=True)
+                self.release(outcome)
                 if not outcome.ok:
                     self.flag(
                         CheatKind.BEHAVIOUR_CHANGE,
@@ -719,12 +804,13 @@ class _Case:
             for i, (master, buffer) in enumerate(current.pairs()):
                 if not compare.bitwise_equal(master, buffer):
                     self.flag(CheatKind.INPUT_MUTATION, f"timed run {index}: forward modified input {i}")
+            self.link.release(remotes)
         return extents
 
     def _clock_checks(
         self, candidate: Timing, trials: list[timing.Trial], walls: list[float], gate: float, latency_ms: float
     ) -> None:
-        hidden = timing.hidden_work_ms(candidate, latency_ms)
+        hidden = timing.hidden_work_ms(trials, latency_ms)
         if hidden > timing.hidden_work_tolerance(candidate):
             self.flag(
                 CheatKind.SIDE_STREAM,

@@ -62,6 +62,9 @@ class ProcessLink:
     def tensor(self, remote: RemoteTensor) -> torch.Tensor:
         return self.memory.tensor(remote)
 
+    def release(self, remotes: list[RemoteTensor]) -> None:
+        self.memory.release(remotes)
+
     def close(self) -> None:
         self.memory.close()
         self.conn.close()

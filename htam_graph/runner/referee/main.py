@@ -14,10 +14,12 @@ from multiprocessing.connection import Connection
 
 import torch
 from cuda.bindings import driver
+from torch.utils.flop_counter import FlopCounterMode
 
 from htam_graph.runner import proc
 from htam_graph.runner.build import gpu_arch
 from htam_graph.runner.forkserver import ForkServer
+from htam_graph.runner.harness.probes import OpRecorder
 from htam_graph.runner.jobs import Job, JobReply, RefereeInfo
 from htam_graph.runner.native import check_driver
 from htam_graph.runner.referee.judge import Judge
@@ -60,10 +62,18 @@ def healthy(device: torch.device) -> bool:
         return False
 
 
+def import_dispatch_modes() -> None:
+    """Use torch's dispatch modes once, on the CPU: their first use imports seconds' worth of
+    torch (dynamo) that the fork server's children then inherit instead of each paying it."""
+    with FlopCounterMode(display=False), OpRecorder():
+        torch.ones(2, 2) @ torch.ones(2, 2)
+
+
 def serve(conn: Connection, device_index: int) -> None:
     """Entry point of the spawned referee: say hello, then judge jobs until told to stop."""
     os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")  # no compile subprocesses
     scrub_environment()
+    import_dispatch_modes()
     server = ForkServer.start(device_index)  # before CUDA: a process that initialised CUDA cannot fork
     try:
         proc.refuse_inspection()

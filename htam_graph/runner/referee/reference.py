@@ -23,7 +23,7 @@ from htam_graph.runner.harness.probes import flatten_outputs
 from htam_graph.runner.jobs import EvalConfig
 from htam_graph.runner.models import Timing
 from htam_graph.runner.referee.inputs import task_inputs
-from htam_graph.runner.timing import L2Flusher, time_gpu
+from htam_graph.runner.timing import Gate, L2Flusher, time_gpu
 from htam_graph.tasks import Task
 
 logger = logging.getLogger(__name__)
@@ -159,12 +159,16 @@ class References:
         self._current = reference
         return reference
 
-    def timings(self, reference: Reference, config: EvalConfig) -> tuple[Timing, Timing | None]:
+    def timed(self, reference: Reference, config: EvalConfig) -> bool:
+        """Whether the reference's timings for this config are measured already."""
+        return (reference.task.sha256, config.trials, config.warmup, config.compile_reference) in self._timings
+
+    def timings(self, reference: Reference, config: EvalConfig, gate: Gate | None) -> tuple[Timing, Timing | None]:
         """Eager (and torch.compile when asked) timings of the reference, once per task."""
         key = (reference.task.sha256, config.trials, config.warmup, config.compile_reference)
         if key not in self._timings:
-            if self.flusher is None:
-                raise RuntimeError("reference timings need a GPU (no L2 flusher on this device)")
+            if self.flusher is None or gate is None:
+                raise RuntimeError("reference timings need a GPU (no L2 flusher or gate on this device)")
             first = task_inputs(reference.module, TIMING_SEED, self.device)
             sets = [first] + [
                 task_inputs(reference.module, TIMING_SEED + i, self.device) for i in range(1, timing_set_count(first))
@@ -175,10 +179,10 @@ class References:
                 return [lambda x=x: fn(*x) for x in sets]
 
             with torch.no_grad():
-                eager = time_gpu(calls(model), self.flusher, config.warmup, config.trials)
+                eager = time_gpu(calls(model), self.flusher, gate, config.warmup, config.trials)
                 compiled = None
                 if config.compile_reference:
-                    compiled = time_gpu(calls(torch.compile(model)), self.flusher, config.warmup, config.trials)
+                    compiled = time_gpu(calls(torch.compile(model)), self.flusher, gate, config.warmup, config.trials)
             logger.info("%s: eager reference %.4f ms", reference.task.id, eager.median_ms)
             self._timings[key] = (eager, compiled)
         return self._timings[key]

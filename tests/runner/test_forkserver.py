@@ -1,0 +1,58 @@
+"""The fork server on the CPU: spares start and hand over their channel, a taken process is
+replaced, ending one kills what it started too. The candidate's side is replaced by a small
+echo loop here (the real one brings CUDA up first)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from multiprocessing.connection import Connection
+
+import pytest
+
+from htam_graph.runner import forkserver
+from htam_graph.runner.harness import main as harness
+from htam_graph.runner.protocol import Ready
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork, prctl and /proc are Linux's")
+
+
+def _echo(conn: Connection, device_index: int) -> None:
+    conn.send_bytes(Ready(pid=os.getpid(), start_seconds=0.01).model_dump_json().encode())
+    while True:
+        message = conn.recv()
+        if message == "leave a process behind" and os.fork() == 0:
+            os.setsid()
+            time.sleep(60)
+            os._exit(0)
+        conn.send_bytes(f"{message} from {os.getpid()}".encode())
+
+
+@pytest.fixture
+def server(monkeypatch):
+    monkeypatch.setattr(harness, "serve", _echo)  # the fork copies this process, patch included
+    started = forkserver.ForkServer.start(device_index=0)
+    yield started
+    started.stop()
+
+
+def test_spares_are_taken_and_replaced_and_ended(server, caplog):
+    server.warm()
+    server.wait_ready(timeout_s=30)
+    first = server.take(timeout_s=30)
+    first.conn.send("hello")
+    assert first.conn.recv_bytes() == f"hello from {first.pid}".encode()
+    assert first.start_seconds == pytest.approx(0.01)
+    server.warm()
+    first.conn.send("leave a process behind")
+    first.conn.recv_bytes()
+    time.sleep(0.2)
+    with caplog.at_level("WARNING"):
+        assert server.end(first.pid) == "killed by SIGKILL"
+    assert "left 1 process(es) behind; killed" in caplog.text
+    second = server.take(timeout_s=30)
+    assert second.pid != first.pid
+    second.conn.send("again")
+    assert second.conn.recv_bytes() == f"again from {second.pid}".encode()
+    assert server.end(second.pid) == "killed by SIGKILL"

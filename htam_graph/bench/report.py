@@ -23,10 +23,13 @@ from htam_graph.errors import UserError
 
 log = logging.getLogger(__name__)
 
-SYNTHETIC = {
-    "stand-in": "the stand-in evaluator: static checks and nvcc builds are real, but every candidate that "
-    "builds is called correct and its time is derived from a hash of its source",
-    "replay": "the replay evaluator: verdicts and times were read from a file of earlier GPU results",
+# What a report says first when its numbers were not measured by this bench on a GPU.
+BANNERS = {
+    "stand-in": "> **Synthetic numbers, not a benchmark.** They come from the stand-in evaluator: static checks "
+    "and nvcc builds are real, but every candidate that builds is called correct and its time is derived from a "
+    "hash of its source. They show what the report looks like; they say nothing about any method or kernel.",
+    "replay": "> **Replayed numbers.** The replay evaluator read every verdict and time from a file of earlier GPU "
+    "results; nothing was measured while this bench ran.",
 }
 SPEEDUP_TICKS = [0.05, 0.1, 0.2, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 5.0, 7.5, 10.0, 20.0, 50.0, 100.0]
 TOKENS = [
@@ -220,11 +223,8 @@ def _markdown(manifest: BenchManifest, results: Results, seeds: pd.DataFrame, me
     evaluator = config.evaluator
     devices = sorted(set(runs["device"]))
     parts = [f"# htam bench: {config.suite}"]
-    if evaluator in SYNTHETIC:
-        parts.append(
-            f"> **Synthetic numbers, not a benchmark.** They come from {SYNTHETIC[evaluator]}. "
-            "They show what the report looks like; they say nothing about any method or kernel."
-        )
+    if evaluator in BANNERS:
+        parts.append(BANNERS[evaluator])
     if config.llm.startswith("script:"):
         parts.append(f"> The LLM's answers were replayed from a script ({config.llm.removeprefix('script:')}).")
     planned = len(config.tasks) * len(config.methods) * len(config.seeds)

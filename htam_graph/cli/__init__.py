@@ -18,6 +18,7 @@ SUBCOMMANDS = {
     "tasks": ("htam_graph.cli.tasks", "tasks"),
     "eval": ("htam_graph.cli.eval", "eval_cmd"),
     "optimize": ("htam_graph.cli.optimize", "optimize"),
+    "stats": ("htam_graph.cli.stats", "stats"),
 }
 
 

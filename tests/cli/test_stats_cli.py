@@ -1,12 +1,11 @@
-"""`htam stats ...`: tables that fit 80 columns in a pipe, CSV and JSON with the same
-numbers, and one-line errors."""
+"""`htam stats ...` on an embedded memory filled through the store API: every table fits
+80 columns, CSV and JSON carry the same numbers, bad input is one line. (The table in a
+pipe after real runs: tests/analytics/test_stats_after_runs.py.)"""
 
 from __future__ import annotations
 
 import io
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -48,33 +47,6 @@ def stats(path: Path, *args: str, monkeypatch: pytest.MonkeyPatch, capsys: pytes
         sys.exit(0)
     out, err = capsys.readouterr()
     return done.value.code, out, err
-
-
-def test_transitions_in_a_pipe_fit_80_columns_and_csv_has_the_same_numbers(memory: Path):
-    def htam(*args: str) -> str:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("HTAM_") and k != "COLUMNS"}
-        run = subprocess.run(
-            [sys.executable, "-m", "htam_graph", "stats", "transitions", *args],
-            env={**env, "HTAM_LOCAL_PATH": str(memory)},
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=True,
-        )
-        return run.stdout
-
-    table = htam().splitlines()
-    csv = pd.read_csv(io.StringIO(htam("--format", "csv")))
-    assert table[1] == f"in {memory}" and max(len(line) for line in table[2:]) <= 80
-    assert table[2].split() == ["from", "to", "n", "rate", "95%", "CI", "reward", "gain"]
-    rows = [line.split() for line in table[3 : 3 + len(csv)]]
-    assert "Wilson" in table[-1]  # the legend follows the rows
-    for cells, (_, want) in zip(rows, csv.iterrows(), strict=True):
-        low, high = cells[4].split("-")
-        assert cells[:3] == [want["source"], want["target"], str(want["observations"])]
-        assert [float(cells[3]), float(low), float(high), float(cells[5]), float(cells[6])] == pytest.approx(
-            [want["success_rate"], want["ci_low"], want["ci_high"], want["mean_reward"], want["mean_gain"]], abs=0.005
-        )
 
 
 @pytest.mark.parametrize("args", TABLES, ids=" ".join)

@@ -12,6 +12,7 @@ the tables.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, cast
 
 import numpy as np
@@ -42,13 +43,16 @@ __all__ = [
     "wilson_interval",
 ]
 
+log = logging.getLogger(__name__)
+
 RATES = ["success_rate", "ci_low", "ci_high", "mean_reward"]
 
 
 def _source(store: MemoryStore) -> CypherSource | RecordSource:
-    if store.kind == "neo4j":
-        return CypherSource(cast("Neo4jStore", store))
-    return RecordSource(store)
+    """Where the tables are computed: by the Neo4j server, else in Python from the records."""
+    source = CypherSource(cast("Neo4jStore", store)) if store.kind == "neo4j" else RecordSource(store)
+    log.debug("analytics of %s by %s", store.describe(), type(source).__name__)
+    return source
 
 
 def _check_min_count(min_count: int) -> None:

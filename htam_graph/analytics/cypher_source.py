@@ -28,8 +28,13 @@ class CypherSource:
 
     def _rows(self, name: str, **params: Any) -> list[dict[str, Any]]:
         query = f"analytics/{name}"
-        log.debug("running cypher/%s.cypher with %s", query, params)
-        records, _, _ = self.store.driver.execute_query(checked(query, params), params, database_=self.store.database)
+        try:
+            records, _, _ = self.store.driver.execute_query(
+                checked(query, params), params, database_=self.store.database
+            )
+        except Exception:
+            log.error("cypher/%s.cypher failed with parameters %s", query, params)
+            raise
         return [{k: _native(v) for k, v in r.items()} for r in records]
 
     def transitions(self, min_count: int) -> pd.DataFrame:

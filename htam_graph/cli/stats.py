@@ -90,15 +90,19 @@ def _options(f: Callable) -> Callable:
 
 @click.group(cls=_Tables)
 def stats() -> None:
-    """Success rates with 95% Wilson intervals, mean rewards and gains of the memory's
-    transitions, globals, locals and runs (docs/analytics.md)."""
+    """Success rates (95% Wilson intervals) of transitions, globals, locals, runs.
+
+    With mean rewards and gains; docs/analytics.md has the definitions."""
 
 
 @stats.command()
 @click.option("--by-distance", is_flag=True, help="One row per prefix distance k (1: the previous step's global).")
 @_options
 def transitions(by_distance: bool, min_count: int, fmt: Format) -> None:
-    """TRANSITION edges, best first (by the lower end of the interval)."""
+    """TRANSITION edges between globals.
+
+    Best first: ranked by the lower end of the success rate's interval, so an edge seen
+    once does not outrank one seen often."""
     with _store() as store:
         if by_distance:
             df = analytics.transitions_by_distance(store, min_count)
@@ -140,7 +144,10 @@ def locals_cmd(global_id: str | None, min_count: int, fmt: Format) -> None:
 @click.option("--run", "run_id", metavar="RUN_ID", help="One run's steps, in order.")
 @_options
 def runs_cmd(by_method: bool, run_id: str | None, min_count: int, fmt: Format) -> None:
-    """Optimization runs (or methods compared, or one run's trajectory)."""
+    """Optimization runs, methods compared, one run's steps.
+
+    Runs oldest first; --by-method compares the methods over their runs; --run shows one
+    run's steps in order."""
     if by_method and run_id:
         raise UserError("--by-method compares all runs and --run shows one: give one of them")
     with _store() as store:

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import Locator, Page, sync_playwright
 
 from htam_graph import analytics
 from tests.conftest import HTTP_VAR, IN_CI
@@ -93,10 +94,19 @@ def test_the_served_guide_style_and_favourites(filled_neo4j, base_url, _neo4j_se
         )
 
 
-@pytest.fixture
-def page(chromium: str, tmp_path: Path) -> Iterator:
-    from playwright.sync_api import sync_playwright
+def run_from_guide(page: Page, guide: Locator, text: str) -> Locator:
+    """Click the guide's block holding `text` (it goes into the editor), run it, and return
+    the frame it opens."""
+    guide.locator("pre.runnable", has_text=text).click()
+    page.get_by_test_id("activeEditor").filter(has_text=text).wait_for()  # before Run: not an empty editor
+    page.get_by_test_id("editor-Run").click()
+    frame = page.get_by_test_id("frame").filter(has=page.get_by_test_id("frameCommand").filter(has_text=text))
+    frame.first.wait_for()
+    return frame.first
 
+
+@pytest.fixture
+def page(chromium: str, tmp_path: Path) -> Iterator[Page]:
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_FLAGS, headless=True)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
@@ -124,16 +134,13 @@ def test_the_browser_plays_the_guide_and_draws_the_htg(filled_neo4j, base_url, p
     assert page.get_by_text("we collect information on product usage").count() == 0
 
     # The guide's first block loads the HTG style from the server.
-    guide.locator("pre.runnable", has_text=":style").click()
-    page.get_by_test_id("editor-Run").click()
-    page.get_by_test_id("frame").filter(has_text="node.Global").wait_for()
+    styled = run_from_guide(page, guide, ":style")
+    styled.get_by_text("node.Global").first.wait_for()
 
     # Two slides on, a ready query draws the transitions between the globals.
     guide.get_by_test_id("nextSlide").click()
     guide.get_by_test_id("nextSlide").click()
-    guide.locator("pre.runnable", has_text="transitions with evidence").click()
-    page.get_by_test_id("editor-Run").click()
-    drawing = page.get_by_test_id("frame").filter(has_text="transitions with evidence").first
+    drawing = run_from_guide(page, guide, "transitions with evidence")
     drawing.locator("svg g.relationship").first.wait_for()
 
     nodes = drawing.locator("svg g.node")

@@ -51,6 +51,8 @@ public final class Launcher {
         Map<String, String> s = new HashMap<>();
         s.put("server.default_listen_address", "127.0.0.1");
         s.put("server.bolt.listen_address", "127.0.0.1:" + boltPort);
+        // What the HTTP root tells clients (Neo4j Browser's connect form): otherwise port 7687.
+        s.put("server.bolt.advertised_address", ":" + boltPort);
         s.put("server.http.listen_address", "127.0.0.1:" + httpPort);
         s.put("server.https.enabled", "false");
         s.put("dbms.security.auth_enabled", "true");

@@ -67,7 +67,7 @@ def tables(store: MemoryStore, source: CypherSource | RecordSource | None = None
     with pytest.MonkeyPatch.context() as mp:
         if source is not None:
             mp.setattr(analytics, "_source", lambda _store: source)
-        for min_count in (0, 1, 3):
+        for min_count in (0, 3):
             out[f"transitions/{min_count}"] = analytics.transitions(store, min_count)
             out[f"by_distance/{min_count}"] = analytics.transitions_by_distance(store, min_count)
             out[f"globals/{min_count}"] = analytics.globals_(store, min_count)
@@ -108,13 +108,13 @@ def test_cypher_and_python_give_the_same_tables_on_neo4j_and_sqlite(neo4j_store,
 
 def _check_content(t: dict[str, pd.DataFrame]) -> None:
     """A few numbers worked out by hand, so agreement is not agreement on nonsense."""
-    edges = t["transitions/1"].set_index(["source", "target"])
+    edges = t["transitions/0"].set_index(["source", "target"])
     # G0 -> G1 was used by step 1 at distance 1 (-1.0) and by step 4 at distances 2 and 4
     # (-1.0 twice): three observations, no success.
     e = edges.loc[(G[0], G[1])]
     assert (e["observations"], e["successes"], e["mean_reward"], e["mean_gain"]) == (3, 0, -1.0, 0.0)
     assert e["ci_high"] == pytest.approx(0.561497, abs=1e-6)
-    by_k = t["by_distance/1"].set_index(["source", "target", "distance"])
+    by_k = t["by_distance/0"].set_index(["source", "target", "distance"])
     assert by_k.loc[(G[0], G[1]), "observations"].to_dict() == {1: 1, 2: 1, 4: 1}
     assert t["transitions/3"]["observations"].min() >= 3
     runs = t["runs/0"].set_index("run_id")

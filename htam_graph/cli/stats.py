@@ -223,12 +223,12 @@ def _show(
         click.echo(df.to_json(orient="records", date_format="iso", indent=2))
     else:
         click.echo(f"{title[0].upper()}{title[1:]}\nin {store.describe()}")  # a path may be long: a line of its own
-        click.echo(render(df, columns, shutil.get_terminal_size().columns))
+        click.echo(_render(df, columns, shutil.get_terminal_size().columns))
         if legend:
             click.echo(legend)
 
 
-def render(df: pd.DataFrame, columns: Sequence[Column], width: int = 80) -> str:
+def _render(df: pd.DataFrame, columns: Sequence[Column], width: int) -> str:
     """Plain columns: text left-aligned, numbers right-aligned; optional columns are left
     out, rightmost first, while the table is wider than `width`."""
     shown = list(columns)

@@ -140,6 +140,7 @@ def build_launcher() -> Path:
     """Compile the launcher and resolve its classpath unless its sources are unchanged."""
     source = _docker_dir() / "neo4j-launcher"
     files = [source / "pom.xml", *sorted((source / "src").rglob("*.java"))]
+    files += sorted(p for p in (source.parent / "browser").rglob("*") if p.is_file())  # on its classpath too
     digest = hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()
     stamp = LAUNCHER_CACHE / "source.sha256"
     if stamp.is_file() and stamp.read_text() == digest:

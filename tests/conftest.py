@@ -3,10 +3,10 @@
 Integration tests use a real Neo4j, and only one this test session owns: by default the
 session starts its own server (the launcher, Neo4j 5.26) with a temporary home, free
 ports and a random password, and stops it at the end. HTAM_TEST_NEO4J_URI (with
-HTAM_TEST_NEO4J_PASSWORD) names a test server to use instead; one holding data the tests
-did not create is refused. A user's server (`htam db start`, bolt 7687) is never
-touched. Under CI, a Neo4j that cannot start, or a missing nvcc, fails the tests instead
-of skipping them.
+HTAM_TEST_NEO4J_PASSWORD, and HTAM_TEST_NEO4J_HTTP_PORT for the Browser test) names a test
+server to use instead; one holding data the tests did not create is refused. A user's
+server (`htam db start`, bolt 7687) is never touched. Under CI, a Neo4j that cannot start,
+or a missing nvcc, fails the tests instead of skipping them.
 """
 
 from __future__ import annotations
@@ -26,11 +26,13 @@ from htam_graph.errors import UserError
 IN_CI = bool(os.environ.get("CI"))
 # Names under which the session's server reaches spawned helpers (test_concurrency).
 URI_VAR, PASSWORD_VAR = "HTAM_TEST_NEO4J_URI", "HTAM_TEST_NEO4J_PASSWORD"
+# Its HTTP port, where it serves Neo4j Browser (tests/analytics/test_browser.py).
+HTTP_VAR = "HTAM_TEST_NEO4J_HTTP_PORT"
 # A node that marks a server as this project's test server (never a user's memory).
 TEST_MARK = "HtamTestServer"
 
 # A user's HTAM_* settings must not steer the tests towards their memory or server.
-for _name in [n for n in os.environ if n.startswith("HTAM_") and n not in (URI_VAR, PASSWORD_VAR)]:
+for _name in [n for n in os.environ if n.startswith("HTAM_") and n not in (URI_VAR, PASSWORD_VAR, HTTP_VAR)]:
     del os.environ[_name]
 
 
@@ -71,18 +73,20 @@ def _neo4j_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         return
     settings = Settings(neo4j_uri=f"bolt://127.0.0.1:{free_port()}", neo4j_password=secrets.token_urlsafe(16))
     home = tmp_path_factory.mktemp("neo4j-home")
+    http_port = free_port()
     try:
-        neo4j_server.start(settings, wait_s=240, http_port=free_port(), home=home)
+        neo4j_server.start(settings, wait_s=240, http_port=http_port, home=home)
     except UserError as e:
         _unavailable(f"the test session's own server did not start: {e}")
     os.environ[URI_VAR] = settings.neo4j_uri or ""
     os.environ[PASSWORD_VAR] = settings.neo4j_password.get_secret_value()
+    os.environ[HTTP_VAR] = str(http_port)
     try:
         yield
     finally:
         neo4j_server.stop(settings, home=home)
-        os.environ.pop(URI_VAR, None)
-        os.environ.pop(PASSWORD_VAR, None)
+        for name in (URI_VAR, PASSWORD_VAR, HTTP_VAR):
+            os.environ.pop(name, None)
 
 
 @pytest.fixture(scope="session")

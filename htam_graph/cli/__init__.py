@@ -19,6 +19,7 @@ SUBCOMMANDS = {
     "eval": ("htam_graph.cli.eval", "eval_cmd"),
     "optimize": ("htam_graph.cli.optimize", "optimize"),
     "bench": ("htam_graph.cli.bench", "bench"),
+    "stats": ("htam_graph.cli.stats", "stats"),
 }
 
 

@@ -51,11 +51,20 @@ public final class Launcher {
         Map<String, String> s = new HashMap<>();
         s.put("server.default_listen_address", "127.0.0.1");
         s.put("server.bolt.listen_address", "127.0.0.1:" + boltPort);
+        // What the HTTP root tells clients (Neo4j Browser's connect form): otherwise port 7687.
+        s.put("server.bolt.advertised_address", ":" + boltPort);
         s.put("server.http.listen_address", "127.0.0.1:" + httpPort);
         s.put("server.https.enabled", "false");
         s.put("dbms.security.auth_enabled", "true");
         // These machines are offline; the usage reporter would only wait on the network.
         s.put("dbms.usage_report.enabled", "false");
+        // Neo4j Browser does not ask its user to send usage data.
+        s.put("client.allow_telemetry", "false");
+        // The HTG's Browser guide, style and saved queries (docker/browser) at /htam/, open without
+        // a login like the Browser itself; the guide plays when the Browser connects.
+        s.put("server.unmanaged_extension_classes", "htam.browser=/htam");
+        s.put("dbms.security.http_auth_allowlist", "/,/browser.*,/htam/.*");
+        s.put("browser.post_connect_cmd", "play http://localhost:" + httpPort + "/htam/guide.html");
         // The heap is capped by the JVM flags; keep the page cache small to match.
         s.put("server.memory.pagecache.size", "256m");
         // Bolt otherwise idles 2 x 5 s on shutdown, after the stores are already closed

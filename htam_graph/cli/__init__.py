@@ -18,6 +18,7 @@ SUBCOMMANDS = {
     "tasks": ("htam_graph.cli.tasks", "tasks"),
     "eval": ("htam_graph.cli.eval", "eval_cmd"),
     "optimize": ("htam_graph.cli.optimize", "optimize"),
+    "demo": ("htam_graph.cli.demo", "demo"),
 }
 
 

@@ -581,7 +581,8 @@ def _scan(kind: str) -> Callable[[Lowering, Args, Any], Any]:
 
 def _flip(lw: Lowering, args: Args, out: Any) -> Any:
     x = _tensor(args)
-    dims = tuple(sorted(int(d) % len(x.shape) for d in args["dims"]))
+    given = args["dims"]
+    dims = tuple(sorted(int(d) % len(x.shape) for d in ([given] if isinstance(given, int) else given)))
     if isinstance(x, ir.Flip) and x.dims == dims:
         return x.src
     return ir.Flip(shape=x.shape, dtype=x.dtype, src=x, dims=dims)

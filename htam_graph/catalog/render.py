@@ -795,7 +795,7 @@ def render_conv(ctx: Context, k: int, st: ConvStage) -> Kernel:
 
 
 def _src_code(ctx: Context, st: Stage, src: Expr, index: str, var: str, indent: str) -> str:
-    em = Emitter(lambda ld: scalar_load(ctx, st, ld, index), prefix="p", fast_math=ctx.knobs.fast_math)
+    em = Emitter(lambda ld: scalar_load(ctx, st, ld, index), prefix="src", fast_math=ctx.knobs.fast_math)
     value = em.emit(src)
     return em.code(indent) + f"\n{indent}const float {var} = {value};"
 
@@ -806,7 +806,7 @@ def render_pool(ctx: Context, k: int, st: PoolStage) -> Kernel:
     D = len(st.kernel)
     idx = ctx.index_type(st.out.numel, *(b.numel for b in st.inputs))
     in_strides = [math.prod(st.in_sizes[d + 1 :]) for d in range(D)]
-    offset = " + ".join(f"({idx})p{d} * {s}" if s != 1 else f"p{d}" for d, s in enumerate(in_strides))
+    offset = " + ".join(f"({idx})at{d} * {s}" if s != 1 else f"at{d}" for d, s in enumerate(in_strides))
     text = kernel_templates().render(
         "pool", name=name, params=pointer_params(st), idx=idx, op=st.op, kernel=list(st.kernel),
         stride=list(st.stride), padding=list(st.padding), dilation=list(st.dilation), in_sizes=list(st.in_sizes),

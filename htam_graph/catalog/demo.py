@@ -186,7 +186,7 @@ def demo_evaluator(kind: str, replay: Path, record: Path | None, command: str) -
     """replay (default), stand-in (no GPU, no replay file), gpu; `record`: the GPU judge,
     writing every result into that replay file."""
     if record is not None:
-        return RecordingEvaluator(record, command)
+        return RecordingEvaluator(record, command, make_evaluator("gpu"))
     return make_evaluator(kind, replay=replay)
 
 

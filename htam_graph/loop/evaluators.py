@@ -197,25 +197,24 @@ class ReplayEvaluator:
 
 
 class RecordingEvaluator:
-    """The GPU judge, keeping every result it gives for a replay file written on exit."""
+    """An evaluator (the GPU judge) keeping every result it gives, for a replay file
+    written when it closes without an error."""
 
-    label = "gpu"
-
-    def __init__(self, path: Path, command: str, config: EvalConfig | None = None) -> None:
-        self.path, self.command = path, command
-        self._gpu = GpuEvaluator(config)
-        self.device = self.target = "GPU"
+    def __init__(self, path: Path, command: str, inner: CandidateEvaluator) -> None:
+        self.path, self.command, self._inner = path, command, inner
+        self.label = inner.label
+        self.device, self.target = inner.device, inner.target
         self.results: dict[str, EvalResult] = {}
 
     def __enter__(self) -> Self:
-        self._gpu.__enter__()
-        self.device, self.target = self._gpu.device, self._gpu.target
+        self._inner.__enter__()
+        self.device, self.target = self._inner.device, self._inner.target
         return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self._gpu.__exit__(exc_type, exc, tb)
+        self._inner.__exit__(exc_type, exc, tb)
         if exc_type is None:
             recording = Recording(
                 device=self.device, target=self.target, recorded_at=datetime.now().astimezone(),
@@ -225,7 +224,7 @@ class RecordingEvaluator:
             log.info("recorded %d results in %s", len(self.results), self.path)
 
     def evaluate(self, task: Task, source: str) -> EvalResult:
-        result = self._gpu.evaluate(task, source)
+        result = self._inner.evaluate(task, source)
         self.results[replay_key(task, source)] = result
         return result
 

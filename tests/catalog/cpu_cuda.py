@@ -51,7 +51,8 @@ def _cpu_source(source: str) -> str:
     return body + "\n" + "\n".join(wrappers) + "\n"
 
 
-FLAGS = ["-std=c++20", "-O1", "-fPIC", "-pthread", "-w"]
+# UBSan alignment checks: a misaligned 16-byte access, which faults on a GPU, aborts here too.
+FLAGS = ["-std=c++20", "-O1", "-fPIC", "-pthread", "-w", "-fsanitize=alignment", "-fno-sanitize-recover=alignment"]
 
 
 def _shim(workdir: Path) -> Path:
@@ -69,7 +70,7 @@ def _shim(workdir: Path) -> Path:
 
 
 def compile_cpu(source: str, workdir: Path) -> Path:
-    digest = hashlib.sha256(source.encode()).hexdigest()[:20]
+    digest = hashlib.sha256((source + " ".join(FLAGS) + SHIM.read_text()).encode()).hexdigest()[:20]
     lib = workdir / f"k{digest}.so"
     if lib.exists():
         return lib

@@ -116,16 +116,16 @@ def demo(
         ["from", "to", "steps", "success", "mean reward"],
         [(t.source, t.target, t.observations, t.success_rate, t.mean_reward) for t in result.transitions[:15]],
     )
+    several = len(chosen) > 1
     print_table(
-        "Best kernels",
-        ["task", "method", "best speedup over eager", "correct", "best step"],
+        "Best kernels (speedup over PyTorch eager)",
+        ["task", *(["method"] if several else []), "best", "at step"],
         [
             (
                 r.task_id,
-                r.method.value,
-                r.best_speedup,
-                "yes" if r.correct else "no",
-                r.best_step + 1 if r.best_step is not None else None,
+                *([r.method.value] if several else []),
+                f"{r.best_speedup:.2f}x" if r.correct else "no correct kernel",
+                r.best_step + 1 if r.best_step is not None else "-",
             )
             for r in result.runs
         ],

@@ -1,8 +1,8 @@
-"""Every kernel variant the catalog can write, for the built-in suite and the tasks in
-tests/catalog/tasks: the runner's static checks pass on each candidate file, every
-launched kernel is an extern "C" kernel launch() can call, and the CUDA builds with the
-real nvcc for sm_90. The variants are the base kernel, each strategy applied alone, and
-every strategy of the family's order applied in turn. To stay within a few minutes on two
+"""Every kernel variant the catalog can write: the runner's static checks pass on each
+candidate file, every launched kernel is an extern "C" kernel launch() can call, and the
+CUDA builds with the real nvcc for sm_90. For the built-in suite (every family) the
+variants are the base kernel, each strategy applied alone, and every strategy of the
+family's order applied in turn; for the tasks in tests/catalog/tasks, the first and last. To stay within a few minutes on two
 cores, a task's variants are built as one translation unit (each in a namespace of its
 own), in parallel across tasks (runner.build.build_many)."""
 
@@ -62,12 +62,14 @@ def _unit(dtype: str, sources: list[str]) -> str:
 @pytest.mark.nvcc
 def test_every_variant_passes_the_static_checks_and_builds(tmp_path: Path) -> None:
     units, problems, count = [], [], 0
-    for name, source in {**suite(), **own()}.items():
+    builtin = suite()
+    for name, source in {**builtin, **own()}.items():
         rec = recognized(source)
         if rec is None:
             continue
         sources: list[str] = []
-        for variant, knobs in {"base": Knobs(), **singles(rec), "all": everything(rec)}.items():
+        variants = {"base": Knobs(), **(singles(rec) if name in builtin else {}), "all": everything(rec)}
+        for variant, knobs in variants.items():
             candidate = render(rec, knobs)
             count += 1
             for finding in static_check(candidate, rec.dtype, "native"):
@@ -85,7 +87,7 @@ def test_every_variant_passes_the_static_checks_and_builds(tmp_path: Path) -> No
                 sources.append(cuda[0])
         units.append((name, _unit(rec.dtype, sources)))
     assert not problems, "\n".join(problems)
-    assert count > 500  # every family contributes variants
+    assert count > 400  # every family contributes variants
     settings = BuildSettings(nvcc=find_nvcc(), cache_dir=tmp_path, arch="sm_90")
     results = build_many([text for _, text in units], settings)
     failed = [f"{name}:\n{r.errors}" for (name, _), r in zip(units, results) if not r.ok]

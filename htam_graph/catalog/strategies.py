@@ -9,6 +9,7 @@ implement say why, in words that go into the candidate's header.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -404,6 +405,14 @@ def curriculum(family: F) -> list[str]:
     return [*first, *rest]
 
 
+_RECORD_LINE = re.compile(r"^# catalog: .*$", re.MULTILINE)
+
+
+def _code(candidate: str) -> str:
+    """A candidate without its record of knobs: the code the knobs made."""
+    return _RECORD_LINE.sub("", candidate)
+
+
 @dataclass
 class Applied:
     knobs: Knobs
@@ -423,7 +432,7 @@ def apply(rec: Recognition, knobs: Knobs, strategy_id: str, render: Callable[[Kn
     if isinstance(result, str):
         return Applied(knobs, result)
     try:
-        if render(result) == render(knobs):
+        if _code(render(result)) == _code(render(knobs)):
             return Applied(knobs, "changes nothing in this program's kernels")
     except Unsupported as e:
         return Applied(knobs, f"the variant has no template ({e})")

@@ -2,9 +2,9 @@
 candidate file, every launched kernel is an extern "C" kernel launch() can call, and the
 CUDA builds with the real nvcc for sm_90. For the built-in suite (every family) the
 variants are the base kernel, each strategy applied alone, and every strategy of the
-family's order applied in turn; for the tasks in tests/catalog/tasks, the first and last. To stay within a few minutes on two
-cores, a task's variants are built as one translation unit (each in a namespace of its
-own), in parallel across tasks (runner.build.build_many)."""
+family's order applied in turn; for the tasks in tests/catalog/tasks, the first and last.
+To stay within a minute on two cores, a task's variants are built as one translation unit
+(each in a namespace of its own), in parallel across tasks (runner.build.build_many)."""
 
 from __future__ import annotations
 

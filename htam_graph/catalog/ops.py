@@ -10,11 +10,10 @@ expression may use an argument more than once.
 from __future__ import annotations
 
 import math
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-
-import numpy as np
 
 SELU_ALPHA = 1.6732632423543772848170429916717
 SELU_SCALE = 1.0507009873554804934193349852946
@@ -26,9 +25,12 @@ def c_float(value: float | int | bool) -> str:
     v = float(value)
     if math.isnan(v):
         return "NAN"
-    if math.isinf(v):
-        return "INFINITY" if v > 0 else "(-INFINITY)"
-    f = float(np.float32(v))
+    try:
+        f = struct.unpack("f", struct.pack("f", v))[0]  # the fp32 PyTorch casts the scalar to
+    except OverflowError:
+        f = math.copysign(math.inf, v)
+    if math.isinf(f):
+        return "INFINITY" if f > 0 else "(-INFINITY)"
     text = repr(f)
     if "e" not in text and "." not in text:
         text += ".0"

@@ -20,6 +20,7 @@ SUBCOMMANDS = {
     "optimize": ("htam_graph.cli.optimize", "optimize"),
     "bench": ("htam_graph.cli.bench", "bench"),
     "stats": ("htam_graph.cli.stats", "stats"),
+    "demo": ("htam_graph.cli.demo", "demo"),
 }
 
 

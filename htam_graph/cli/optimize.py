@@ -9,6 +9,7 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
+from htam_graph.catalog import DEMO_REPLAY
 from htam_graph.cli.common import print_json, print_table, settings
 from htam_graph.config import Settings
 from htam_graph.errors import UserError
@@ -63,11 +64,18 @@ DEFAULT_OUT = Path("htam-runs")
 )
 @click.option(
     "--evaluator",
-    type=click.Choice(["auto", "gpu", "stand-in"]),
+    type=click.Choice(["auto", "gpu", "stand-in", "replay"]),
     default="auto",
     show_default=True,
     help="gpu: judge on this machine's GPU; stand-in: no GPU, real static checks and nvcc builds but "
-    "synthetic ok verdicts and times (for trying the loop; every output says so); auto: gpu.",
+    "synthetic ok verdicts and times (for trying the loop; every output says so); replay: results a GPU "
+    "recorded (--replay FILE; every output says so); auto: gpu.",
+)
+@click.option(
+    "--replay",
+    "replay_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The replay file of --evaluator replay (default: the demo's, recorded on an H200).",
 )
 @click.option(
     "--store",
@@ -106,6 +114,7 @@ def optimize(
     base_url: str | None,
     script_path: Path | None,
     evaluator: str,
+    replay_path: Path | None,
     store_kind: str | None,
     seed: int,
     out: Path,
@@ -136,7 +145,8 @@ def optimize(
     with open_store(cfg) as store:
         if chosen in MEMORY_METHODS and not store.get_globals():
             raise UserError(f"the memory at {store.describe()} is empty: run `htam memory seed` first")
-        with make_evaluator("gpu" if evaluator == "auto" else evaluator) as judge:
+        kind = "gpu" if evaluator == "auto" else evaluator
+        with make_evaluator(kind, replay=replay_path or DEMO_REPLAY) as judge:
             if manifest_folder is None:
                 manifest_folder = create_run(
                     out=out,

@@ -29,6 +29,6 @@ def make_client(settings: LLMSettings, script_path: Path | None = None) -> LLMCl
                 raise UserError("the script backend needs a script file of responses (--script PATH)")
             return ScriptClient(script_path)
         case "catalog":
-            raise UserError(
-                "the catalog backend is not built yet (issue: strategy catalog); use --llm script or anthropic/openai"
-            )
+            from htam_graph.catalog.client import CatalogClient  # torch, only for this backend
+
+            return CatalogClient(settings.model)

@@ -1,4 +1,5 @@
-"""Who judges the loop's candidates: the GPU runner, or a stand-in where there is no GPU.
+"""Who judges the loop's candidates: the GPU runner, a stand-in where there is no GPU, or a
+replay of results recorded on a GPU.
 
 Every evaluator has a `label` that every output of a run shows, so a number that did
 not come from a GPU is never mistaken for one.
@@ -6,11 +7,19 @@ not come from a GPU is never mistaken for one.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import logging
+import os
+import tempfile
+from datetime import datetime
+from pathlib import Path
 from types import TracebackType
-from typing import Protocol, Self
+from typing import Literal, Protocol, Self
 
+from pydantic import BaseModel, Field, ValidationError
+
+from htam_graph.errors import UserError
 from htam_graph.runner.build import gpu_arch
 from htam_graph.runner.evaluate import Evaluator, precheck
 from htam_graph.runner.jobs import EvalConfig
@@ -108,8 +117,124 @@ def _timing(ms: float) -> Timing:
     return Timing(median_ms=ms, mean_ms=ms, min_ms=ms, max_ms=ms, trials=1)
 
 
-def make_evaluator(kind: str, config: EvalConfig | None = None) -> CandidateEvaluator:
-    """`gpu` or `stand-in` (the CLI validates the name)."""
+REPLAY_FORMAT = "htam-replay/1"
+
+
+class Recording(BaseModel):
+    """A replay file: the runner's results for (task, candidate) pairs, recorded on a GPU."""
+
+    format: Literal["htam-replay/1"] = "htam-replay/1"
+    device: str = Field(description="the GPU that judged, e.g. NVIDIA H200 (sm_90)")
+    target: str = Field(description="the GPU as the prompts named it")
+    recorded_at: datetime
+    command: str = Field(description="the command that recorded it")
+    results: dict[str, EvalResult] = Field(description="by replay_key(task, candidate)")
+
+
+def replay_key(task: Task, source: str) -> str:
+    """A result is replayed only for the same task file and the same candidate, byte for byte."""
+    return f"{task.id}|{task.sha256}|{hashlib.sha256(source.encode()).hexdigest()}"
+
+
+def load_recording(path: Path) -> Recording:
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise UserError(
+            f"replay file {path}: {e.strerror}; record one on a GPU machine with `htam demo --record {path}`"
+        ) from None
+    try:
+        text = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+        return Recording.model_validate_json(text)
+    except (ValidationError, OSError, EOFError) as e:
+        raise UserError(f"replay file {path} is not an {REPLAY_FORMAT} file ({str(e).splitlines()[0]})") from None
+
+
+def save_recording(path: Path, recording: Recording) -> None:
+    """Write atomically; gzip when the name ends in .gz."""
+    data = recording.model_dump_json(indent=None).encode()
+    if path.suffix == ".gz":
+        data = gzip.compress(data, mtime=0)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+    os.replace(tmp, path)
+
+
+class ReplayEvaluator:
+    """Serves results a GPU recorded (`htam demo --record FILE`), by task and candidate
+    hash: the whole loop runs for real on a machine without a GPU, and every result it
+    uses is one the GPU judge produced. A candidate that was not recorded is an error."""
+
+    label = "replay"
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.recording = load_recording(path)
+        when = self.recording.recorded_at.date().isoformat()
+        self.device = f"replay of {self.recording.device} results recorded {when} ({path.name})"
+        self.target = self.recording.target
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        return None
+
+    def evaluate(self, task: Task, source: str) -> EvalResult:
+        key = replay_key(task, source)
+        result = self.recording.results.get(key)
+        if result is None:
+            raise UserError(
+                f"{self.path} holds no recorded result for {task.id}, candidate {key.rsplit('|', 1)[1][:12]} "
+                f"(a different task file, method, seed or catalog version than recorded); record it on a GPU "
+                f"machine with `htam demo --record {self.path}` and the same options"
+            )
+        return result.model_copy(update={"device": self.device})
+
+
+class RecordingEvaluator:
+    """An evaluator (the GPU judge) keeping every result it gives, for a replay file
+    written when it closes without an error."""
+
+    def __init__(self, path: Path, command: str, inner: CandidateEvaluator) -> None:
+        self.path, self.command, self._inner = path, command, inner
+        self.label = inner.label
+        self.device, self.target = inner.device, inner.target
+        self.results: dict[str, EvalResult] = {}
+
+    def __enter__(self) -> Self:
+        self._inner.__enter__()
+        self.device, self.target = self._inner.device, self._inner.target
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._inner.__exit__(exc_type, exc, tb)
+        if exc_type is None:
+            recording = Recording(
+                device=self.device, target=self.target, recorded_at=datetime.now().astimezone(),
+                command=self.command, results=self.results,
+            )  # fmt: skip
+            save_recording(self.path, recording)
+            log.info("recorded %d results in %s", len(self.results), self.path)
+
+    def evaluate(self, task: Task, source: str) -> EvalResult:
+        result = self._inner.evaluate(task, source)
+        self.results[replay_key(task, source)] = result
+        return result
+
+
+def make_evaluator(kind: str, config: EvalConfig | None = None, replay: Path | None = None) -> CandidateEvaluator:
+    """`gpu`, `stand-in` or `replay` (of the file `replay`); the CLI validates the name."""
     if kind == "stand-in":
         return StandInEvaluator()
+    if kind == "replay":
+        if replay is None:
+            raise UserError("--evaluator replay needs a replay file (--replay FILE)")
+        return ReplayEvaluator(replay)
     return GpuEvaluator(config)

@@ -126,11 +126,12 @@ def test_the_script_backend_needs_a_file() -> None:
         make_client(LLMSettings(backend="script"))
 
 
-def test_the_catalog_backend_is_not_built_yet() -> None:
-    with pytest.raises(
-        UserError, match=r"^the catalog backend is not built yet \(issue: strategy catalog\); use --llm"
-    ):
-        make_client(LLMSettings(backend="catalog"))
+def test_the_catalog_backend_is_the_strategy_catalog() -> None:
+    client = make_client(LLMSettings(backend="catalog"))
+    assert (client.name, client.model) == ("catalog", "catalog-v1")
+    client.check()
+    with pytest.raises(UserError, match=r"^the strategy catalog is catalog-v1; --model gpt-x is not one"):
+        make_client(LLMSettings(backend="catalog", model="gpt-x")).check()
 
 
 def test_the_writer_round_trips_a_run(tmp_path: Path) -> None:

@@ -170,7 +170,7 @@ def test_a_run_killed_mid_step_resumes_to_the_same_memory(tmp_path):
         (["--resume", "no-such-run"], {}, "no such run"),
         ([], {"HTAM_STORE": "neo4j", "HTAM_NEO4J_URI": "bolt://127.0.0.1:1"}, "cannot reach Neo4j"),
         (["--llm", "script"], {}, "--script"),
-        (["--llm", "catalog"], {}, "catalog backend is not built yet"),
+        (["--llm", "catalog", "--model", "gpt-x"], {}, "the strategy catalog is catalog-v1"),
     ],
 )
 def test_bad_input_is_one_line_before_any_work(args, env, message, tmp_path):

@@ -1,0 +1,229 @@
+"""The strategy catalog as an LLM backend (`--llm catalog`): a template generator, not a
+language model.
+
+It reads the values each prompt was rendered from (`Prompt.context`), never the prompt's
+text: the task's source (recognized by its graph, catalog/families.py), the run's best
+candidate (whose header records the knobs it was made with) and the step's strategy.
+- select_local: among the offered strategies, one the catalog implements that changes
+  the best kernel and was not tried since the best was set, ranked by the strategy's own
+  record in the memory, then by the catalog's order for the family.
+- generate: the best kernel with the chosen strategy applied; methods that choose no
+  strategy take the next one of the family's order that composes (the order restarts
+  when a step improves the best). A strategy (or direction) that changes nothing in the
+  kernel gives no candidate, with the reason: the step is a failed generation.
+- repair: the catalog cannot fix its own templates; it answers with the best kernel so far.
+Every answer is deterministic, so runs replay exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from htam_graph.catalog.families import Recognition, recognize
+from htam_graph.catalog.ir import Unsupported
+from htam_graph.catalog.knobs import Knobs
+from htam_graph.catalog.render import Header, render_candidate
+from htam_graph.catalog.strategies import STRATEGIES, Applied, apply, curriculum
+from htam_graph.errors import UserError
+from htam_graph.llm.base import Completion, InvalidAnswer, LLMClient, Prompt, T
+
+log = logging.getLogger(__name__)
+
+CATALOG_MODEL = "catalog-v1"
+_RECORD = re.compile(r"^# catalog: (\{.*\})$", re.MULTILINE)
+SHRINK = 2.0  # pseudo-observations a strategy's mean reward is shrunk toward 0 by (as the loop's fallback)
+
+
+class CatalogClient(LLMClient):
+    name: ClassVar[str] = "catalog"
+
+    def __init__(self, model: str | None = None) -> None:
+        self.model = model or CATALOG_MODEL
+        self._rendered: dict[tuple[str, str], str] = {}
+
+    def check(self) -> None:
+        if self.model != CATALOG_MODEL:
+            raise UserError(
+                f"the strategy catalog is {CATALOG_MODEL}; --model {self.model} is not one (leave --model out)"
+            )
+
+    def complete(self, prompt: Prompt, max_tokens: int | None = None) -> Completion:
+        context = prompt.context
+        if prompt.template == "generate":
+            text = self.generate(context)
+        elif prompt.template == "repair":
+            text = self.repair(context)
+        elif prompt.template == "reflect":
+            text = _note(context)
+        else:
+            raise InvalidAnswer(f"the catalog answers no {prompt.template!r} call", self._completion(""))
+        return self._completion(text)
+
+    def structured(self, prompt: Prompt, schema: type[T], max_tokens: int | None = None) -> tuple[T, Completion]:
+        if prompt.template != "select_local":
+            raise InvalidAnswer(f"the catalog makes no structured {prompt.template!r} answer", self._completion(""))
+        choice = self.select_local(prompt.context)
+        completion = self._completion(json.dumps(choice))
+        return schema.model_validate(choice), completion
+
+    def _completion(self, text: str) -> Completion:
+        return Completion(text=text, model=self.model, stop_reason="catalog")
+
+    # -- the calls ----------------------------------------------------------------------------
+    def select_local(self, context: dict[str, Any]) -> dict[str, str]:
+        offered = context["locals"]
+        state = context["state"]
+        try:
+            rec = recognize(state["task"]["source"])
+        except Unsupported as e:
+            return {"local_id": offered[0]["id"], "reason": f"the catalog has no kernels for this model ({e})"}
+        knobs, _ = best_record(state)
+        tried = _tried_since_best(state)
+        family = rec.family.value
+        order = curriculum(rec.family)
+        composing = []
+        for loc in offered:
+            if loc["id"] not in STRATEGIES:
+                continue
+            result = self._apply(rec, knobs, loc["id"])
+            if not result.reason:
+                composing.append(loc)
+        fitting = [loc for loc in composing if family in loc["applies_to"] or "any" in loc["applies_to"]] or composing
+        fresh = [loc for loc in fitting if loc["id"] not in tried] or fitting
+        if fresh:
+            best = max(fresh, key=lambda loc: (_record(loc), -_position(order, loc["id"])))
+            why = f"its template applies to this {family} kernel and changes it; record {_describe(best)}"
+            if best["id"] in tried:
+                why += " (every composing strategy was tried since the best was set)"
+            return {"local_id": best["id"], "reason": why}
+        best = max(offered, key=lambda loc: (_record(loc), -_position(order, loc["id"])))
+        return {
+            "local_id": best["id"],
+            "reason": f"none of the offered strategies changes this {family} kernel; "
+            f"taken by its record {_describe(best)}",
+        }
+
+    def generate(self, context: dict[str, Any]) -> str:
+        state = context["state"]
+        try:
+            rec = recognize(state["task"]["source"])
+            knobs, strategies = best_record(state)
+            local, glob = context.get("local"), context.get("glob")
+            if local is not None:
+                order = [local["id"]]
+            else:
+                prefix = f"{glob['id']}." if glob is not None else ""
+                order = [sid for sid in curriculum(rec.family) if sid.startswith(prefix)]
+            skipped, chosen = self._nth_composing(rec, knobs, order, 0 if local else _steps_since_best(state))
+            if chosen is None:
+                what = f"strategy {order[0]}" if local is not None else f"direction {glob['id']}" if glob else "catalog"
+                reasons = "; ".join(f"{sid}: {why}" for sid, why in skipped[:4])
+                return f"No candidate: nothing in the {what} changes this kernel ({reasons})."
+            header = Header(
+                CATALOG_MODEL, rec.describe(), [chosen.id], [f"{sid}: {why}" for sid, why in skipped],
+                [*strategies, chosen.id],
+            )  # fmt: skip
+            source = render_candidate(rec, chosen.knobs, header)
+        except Unsupported as e:
+            return f"No candidate: the strategy catalog has no kernel templates for this model ({e})."
+        return f"```python\n{source}```\n"
+
+    def repair(self, context: dict[str, Any]) -> str:
+        state = context["state"]
+        best = state["best"]["source"]
+        if best is not None:
+            return f"The catalog cannot repair its templates; here is the best kernel so far.\n```python\n{best}```\n"
+        try:
+            rec = recognize(state["task"]["source"])
+            source = render_candidate(
+                rec, Knobs(), Header(CATALOG_MODEL, rec.describe(), [], ["a repair: the failed variant is dropped"], [])
+            )
+        except Unsupported as e:
+            return f"No candidate: the strategy catalog has no kernel templates for this model ({e})."
+        return f"The catalog cannot repair its templates; here is its base kernel.\n```python\n{source}```\n"
+
+    # -- helpers --------------------------------------------------------------------------------
+    def _apply(self, rec: Recognition, knobs: Knobs, strategy_id: str) -> Applied:
+        return apply(rec, knobs, strategy_id, lambda k: self._render(rec, k))
+
+    def _render(self, rec: Recognition, knobs: Knobs) -> str:
+        key = (rec.source_sha256, knobs.model_dump_json())
+        if key not in self._rendered:
+            self._rendered[key] = render_candidate(rec, knobs, Header(CATALOG_MODEL, "", [], [], []))
+        return self._rendered[key]
+
+    def _nth_composing(
+        self, rec: Recognition, knobs: Knobs, order: list[str], n: int
+    ) -> tuple[list[tuple[str, str]], Chosen | None]:
+        """The n-th strategy of `order` that changes the kernel (wrapping around), and the
+        strategies before it that do not, with why; None when none does."""
+        composing, skipped = [], []
+        for sid in order:
+            result = self._apply(rec, knobs, sid)
+            if result.reason:
+                skipped.append((sid, result.reason))
+            else:
+                composing.append(Chosen(sid, result.knobs))
+        if not composing:
+            return skipped, None
+        chosen = composing[n % len(composing)]
+        before = order.index(chosen.id)
+        return [(sid, why) for sid, why in skipped if order.index(sid) < before], chosen
+
+
+@dataclass(frozen=True)
+class Chosen:
+    id: str
+    knobs: Knobs
+
+
+def best_record(state: dict[str, Any]) -> tuple[Knobs, list[str]]:
+    """The knobs and strategies of the run's best candidate, from the header the catalog
+    wrote into it (the base kernel when the best is the reference or not the catalog's)."""
+    source = state["best"]["source"]
+    match = _RECORD.search(source) if source else None
+    if match is None:
+        return Knobs(), []
+    record = json.loads(match[1])
+    try:
+        return Knobs(**record.get("knobs", {})), list(record.get("applied", []))
+    except ValueError:
+        log.warning("the best candidate's catalog record is not this catalog's; starting from the base kernel")
+        return Knobs(), []
+
+
+def _steps_since_best(state: dict[str, Any]) -> int:
+    best = state["best"]["step_index"]
+    return state["step_index"] - (best + 1 if best is not None else 0)
+
+
+def _tried_since_best(state: dict[str, Any]) -> set[str]:
+    best = state["best"]["step_index"]
+    return {p["local_id"] for p in state["path"] if p["local_id"] and (best is None or p["index"] > best)}
+
+
+def _record(loc: dict[str, Any]) -> float:
+    o = loc["outcomes"]
+    attempts = o["attempts"]
+    return (o["mean_reward"] or 0.0) * attempts / (attempts + SHRINK)
+
+
+def _describe(loc: dict[str, Any]) -> str:
+    o = loc["outcomes"]
+    if not o["attempts"]:
+        return "(not tried yet)"
+    return f"(mean reward {o['mean_reward']:+.2f} over {o['attempts']} step(s))"
+
+
+def _position(order: list[str], sid: str) -> int:
+    return order.index(sid) if sid in order else len(order)
+
+
+def _note(context: dict[str, Any]) -> str:
+    feedback = context["feedback"]
+    what = context.get("local_id") or context.get("global_id") or "no strategy"
+    return f"catalog: {what} on {context['task_id']}: {feedback['verdict']}"

@@ -1,0 +1,20 @@
+"""Hinge loss: mean of clamp(1 - p * t, min=0)."""
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, predictions, targets):
+        return torch.mean(torch.clamp(1 - predictions * targets, min=0))
+
+
+def get_inputs():
+    return [torch.randn(129, 7), torch.randint(0, 2, (129, 7)).float() * 2 - 1]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,20 @@
+"""The whole tensor divided by its Frobenius norm."""
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return x / torch.norm(x, p="fro")
+
+
+def get_inputs():
+    return [torch.randn(4, 8, 33)]
+
+
+def get_init_inputs():
+    return []

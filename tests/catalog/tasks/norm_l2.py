@@ -1,0 +1,20 @@
+"""Rows divided by their L2 norm."""
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return x / torch.norm(x, p=2, dim=1, keepdim=True)
+
+
+def get_inputs():
+    return [torch.randn(19, 300)]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,21 @@
+"""MaxPool1d with padding and dilation."""
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.pool = nn.MaxPool1d(kernel_size=3, stride=2, padding=1, dilation=2)
+
+    def forward(self, x):
+        return self.pool(x)
+
+
+def get_inputs():
+    return [torch.randn(2, 5, 41)]
+
+
+def get_init_inputs():
+    return []

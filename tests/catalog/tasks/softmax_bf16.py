@@ -1,0 +1,21 @@
+"""Log-softmax of a bfloat16 tensor."""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return F.log_softmax(x, dim=-1)
+
+
+def get_inputs():
+    return [torch.randn(9, 200, dtype=torch.bfloat16)]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,20 @@
+"""Softmax over the channel dim of an NCHW tensor (a strided dim)."""
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return torch.softmax(x, dim=1)
+
+
+def get_inputs():
+    return [torch.randn(2, 9, 5, 7)]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,21 @@
+"""A transposed convolution (not in the catalog)."""
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.ConvTranspose2d(4, 4, 3)
+
+    def forward(self, x):
+        return self.conv(x)
+
+
+def get_inputs():
+    return [torch.randn(2, 4, 8, 8)]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,89 @@
+"""`htam demo` and the replay evaluator: a recorded demo replays step for step, a candidate
+that was not recorded is a clear error, and the demo leaves a memory `htam memory show`
+reads. Until the H200 replay file is committed, the CLI demo runs on the stand-in here;
+test_the_shipped_replay runs the demo exactly as a user does once it is."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from htam_graph.catalog import DEMO_REPLAY
+from htam_graph.catalog.demo import DemoOptions, run_demo
+from htam_graph.config import Settings
+from htam_graph.errors import UserError
+from htam_graph.loop.evaluators import RecordingEvaluator, ReplayEvaluator, StandInEvaluator, load_recording
+
+pytestmark = pytest.mark.nvcc  # the stand-in builds every candidate with nvcc
+
+TASKS = ["level1/10_RMSNorm", "level2/2_Swish_Bias_Scale"]
+
+
+def htam(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HTAM_")}
+    return subprocess.run(
+        [sys.executable, "-m", "htam_graph", *args],
+        cwd=cwd,
+        env={**env, "COLUMNS": "200"},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+
+
+def _trajectory(result) -> list[tuple]:  # type: ignore[no-untyped-def]
+    return [(r.task_id, [(t.global_id, t.local_id, t.verdict, t.speedup) for t in r.trajectory]) for r in result.runs]
+
+
+def test_a_recorded_demo_replays_step_for_step(tmp_path: Path) -> None:
+    replay = tmp_path / "demo.json.gz"
+    options = DemoOptions(tasks=TASKS, steps=3, out=tmp_path / "a")
+    recorded = run_demo(options, Settings(), RecordingEvaluator(replay, "htam demo --record x", StandInEvaluator()))
+    recording = load_recording(replay)
+    assert len(recording.results) == sum(len(r.trajectory) for r in recorded.runs) - sum(
+        t.verdict == "no_candidate" for r in recorded.runs for t in r.trajectory
+    )
+    replayed = run_demo(DemoOptions(tasks=TASKS, steps=3, out=tmp_path / "b"), Settings(), ReplayEvaluator(replay))
+    assert _trajectory(replayed) == _trajectory(recorded)
+    assert replayed.evaluator == "replay" and replayed.device.startswith("replay of")
+    assert [t.model_dump() for t in replayed.transitions] == [t.model_dump() for t in recorded.transitions]
+    with pytest.raises(UserError, match=r"htam demo --record .*demo\.json\.gz"):
+        run_demo(DemoOptions(tasks=TASKS, steps=4, out=tmp_path / "c"), Settings(), ReplayEvaluator(replay))
+
+
+def test_a_missing_replay_file_says_how_to_record_one(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="htam demo --record"):
+        ReplayEvaluator(tmp_path / "nothing.json.gz")
+
+
+def test_the_demo_command_leaves_a_memory_that_htam_memory_show_reads(tmp_path: Path) -> None:
+    out = tmp_path / "demo"
+    done = htam("demo", "--evaluator", "stand-in", "--tasks", ",".join(TASKS), "--steps", "2", "--out", str(out),
+                cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "Transitions the memory learned" in done.stdout and "Best kernels" in done.stdout
+    assert "stand-in evaluator" in done.stdout
+    shown = htam("--store", "local", "--local-path", str(out / "memory.sqlite"), "memory", "show", "--json",
+                 cwd=tmp_path)  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    memory = json.loads(shown.stdout)
+    assert memory["counts"]["runs"] == 2 and memory["counts"]["steps"] == 4
+    assert sum(g["attempts"] for g in memory["globals"]) == 4
+
+
+@pytest.mark.skipif(
+    not DEMO_REPLAY.exists(),
+    reason=f"{DEMO_REPLAY} is recorded on an H200: `htam demo --record {DEMO_REPLAY}` (docs/catalog.md)",
+)
+def test_the_shipped_replay(tmp_path: Path) -> None:
+    done = htam("demo", "--out", str(tmp_path / "demo"), "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["evaluator"] == "replay" and "replay of" in result["device"]
+    assert len(result["runs"]) == 5 and all(r["steps_done"] == 6 for r in result["runs"])
+    assert result["transitions"]

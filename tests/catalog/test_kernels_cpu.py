@@ -1,0 +1,90 @@
+"""The catalog's kernels compute what the reference computes: every supported task (the
+built-in suite made small, and the tasks in tests/catalog/tasks) in its base kernel and
+with every strategy of its family's order applied, run on the CPU simulator of CUDA
+(cpu_cuda.h: real barriers and warp shuffles between OS threads) and compared with the
+reference at the judge's tolerances (1e-4 against a float64 reference for fp32 tasks,
+1e-2 for fp16/bf16). The GPU judge stays the authority; this catches wrong indexing,
+missing tails, broken reductions and races before a GPU sees a candidate."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from htam_graph.catalog.families import load_source
+from htam_graph.catalog.knobs import Knobs
+from htam_graph.runner.formats import static_cuda_sources
+from tests.catalog.cpu_cuda import _shim, compare, compile_cpu
+from tests.catalog.variants import everything, own, recognized, render, shrink, suite
+
+IN_CI = bool(os.environ.get("CI"))
+
+
+FUSED = {"fuse_prologue": True, "fuse_epilogue": True, "fuse_stats": True}
+# Paths the small shapes above do not reach: long rows (split, shared-memory rows, warps),
+# GEMM variants on their own, split-K, shared-memory conv tiles, block scans.
+TARGETED: list[tuple[str, tuple[int, ...], dict[str, object]]] = [
+    ("level1/7_Softmax", (3, 4096), {**FUSED, "online": True, "split": True, "vec": True, "ilp": 4}),
+    ("level1/7_Softmax", (3, 4100), {**FUSED, "row_cache": True, "smem_opt_in": True, "reduce": "two_level"}),
+    ("level1/7_Softmax", (5, 4096), {**FUSED, "rows": "warp", "online": True, "vec": True}),
+    ("level1/9_LayerNorm", (2, 64, 64), {**FUSED, "welford": True, "split": True, "vec": True, "persistent": True}),
+    ("level1/9_LayerNorm", (2, 64, 64), {"welford": True, "reduce": "shuffle", "block": 512, "vec": True}),
+    ("level1/15_CrossEntropyLoss", (2050, 6), {**FUSED, "online": True, "split": True, "rows": "warp"}),
+    ("level1/1_Square_matmul", (136,), {"reg_tile": True}),
+    ("level1/1_Square_matmul", (136,), {"reg_tile": True, "vec": True, "raster": True}),
+    ("level1/1_Square_matmul", (133,), {"reg_tile": True, "cp_async": True, "smem_pad": True}),
+    ("level2/4_Gemm_GELU", (20, 2400, 40), {"split_k": True, "fuse_epilogue": True}),
+    ("level2/4_Gemm_GELU", (20, 2400, 40), {"split_k": True, "reg_tile": True, "vec": True}),
+    ("level2/6_Conv2d_Bias_ReLU", (2, 5, 8, 19, 21), {"smem_tile": True, "fuse_epilogue": True, "specialize": True}),
+    ("level2/6_Conv2d_Bias_ReLU", (2, 5, 8, 19, 21), {"reg_tile": True, "grid_stride": True, "ldg": True}),
+    ("level1/20_Cumsum", (5, 3001), {"scan": "block", "index32": True}),
+    ("level1/3_Matrix_vector", (37, 48), {"vec": True, "ilp": 4, "launch_bounds": True}),
+]
+
+
+def _cases() -> list[tuple[str, str, str]]:
+    """(name, task source, candidate): the base and the everything variant of each task,
+    then the targeted variants."""
+    tasks = {**{tid: shrink(src) for tid, src in suite().items()}, **own()}
+    cases = []
+    for name, source in tasks.items():
+        rec = recognized(source)
+        if rec is None:
+            continue
+        for variant, knobs in (("base", Knobs()), ("all", everything(rec))):
+            cases.append((f"{name} {variant}", source, render(rec, knobs)))
+    builtin = suite()
+    for tid, sizes, changes in TARGETED:
+        source = shrink(builtin[tid], sizes)
+        rec = recognized(source)
+        assert rec is not None, tid
+        cases.append((f"{tid} {sizes} {changes}", source, render(rec, Knobs(**changes))))
+    return cases
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if shutil.which("g++") is None:
+        if IN_CI:
+            pytest.fail("g++ must be installed in CI (nvcc needs it too)")
+        pytest.skip("needs g++")
+    return tmp_path_factory.mktemp("cpu-cuda")
+
+
+@pytest.mark.timeout(900)
+def test_every_task_matches_its_reference_in_base_and_tuned_kernels(workdir: Path) -> None:
+    cases = _cases()
+    assert len(cases) > 100
+    _shim(workdir)
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:  # g++ builds in parallel
+        list(pool.map(lambda c: compile_cpu(static_cuda_sources(c[2])[0], workdir), cases))
+    failures = []
+    for name, source, candidate in cases:
+        error, where = compare(load_source(source), candidate, workdir)
+        if not error <= 1.0:
+            failures.append(f"{name}: error {error:.3g} x tolerance, {where}")
+    assert not failures, "\n".join(failures)

@@ -1,0 +1,73 @@
+"""Tasks and kernel variants the catalog's tests exercise."""
+
+from __future__ import annotations
+
+import ast
+from functools import cache
+from pathlib import Path
+
+from htam_graph.catalog.families import Recognition, recognize
+from htam_graph.catalog.ir import Unsupported
+from htam_graph.catalog.knobs import Knobs
+from htam_graph.catalog.render import Header, render_candidate
+from htam_graph.catalog.strategies import STRATEGIES, apply, curriculum
+from htam_graph.tasks import builtin_suite_dir, load_tasks
+
+OWN_TASKS = Path(__file__).with_name("tasks")
+HEADER = Header("catalog-v1", "a test", [], [], [])
+
+
+def suite() -> dict[str, str]:
+    """Built-in task id -> source."""
+    return {t.id: t.source for t in load_tasks(builtin_suite_dir())}
+
+
+def own() -> dict[str, str]:
+    """This folder's KernelBench-format tasks (written for these tests), by file stem."""
+    return {p.stem: p.read_text() for p in sorted(OWN_TASKS.glob("*.py"))}
+
+
+def shrink(source: str, sizes: tuple[int, ...] = (6, 37, 5, 12, 9)) -> str:
+    """The task with its module-level size constants (32 and up) made small, in turn from
+    `sizes` (odd and even, so tails and 16-byte paths both run), for the CPU simulator."""
+    tree = ast.parse(source)
+    k = 0
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
+            value = node.value.value
+            if isinstance(value, int) and not isinstance(value, bool) and value >= 32:
+                node.value = ast.Constant(sizes[k % len(sizes)])
+                k += 1
+    return ast.unparse(tree)
+
+
+def render(rec: Recognition, knobs: Knobs) -> str:
+    return render_candidate(rec, knobs, HEADER)
+
+
+def everything(rec: Recognition) -> Knobs:
+    """Every strategy of the family's order that composes, applied in turn."""
+    knobs = Knobs()
+    for sid in curriculum(rec.family):
+        result = apply(rec, knobs, sid, lambda k: render(rec, k))
+        if not result.reason:
+            knobs = result.knobs
+    return knobs
+
+
+def singles(rec: Recognition) -> dict[str, Knobs]:
+    """Each implemented strategy applied alone to the base kernel, where it composes."""
+    out = {}
+    for sid in STRATEGIES:
+        result = apply(rec, Knobs(), sid, lambda k: render(rec, k))
+        if not result.reason:
+            out[sid] = result.knobs
+    return out
+
+
+@cache
+def recognized(source: str) -> Recognition | None:
+    try:
+        return recognize(source)
+    except Unsupported:
+        return None

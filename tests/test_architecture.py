@@ -22,8 +22,9 @@ ALLOWED = {
     "policy": {"memory"},
     "runner": {"tasks"},
     "neo4j_server": {"memory"},
-    "catalog": {"tasks", "llm", "runner"},
+    "catalog": {"tasks", "llm"},
     "loop": {"memory", "policy", "llm", "runner", "tasks", "catalog"},
+    "demo": {"loop", "memory", "policy", "llm", "runner", "tasks", "catalog", "analytics"},
     "analytics": {"memory"},
     "bench": {"loop", "memory", "policy", "llm", "runner", "tasks", "catalog", "analytics"},
     "cli": None,  # the top: anything

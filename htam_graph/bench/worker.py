@@ -20,8 +20,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from htam_graph.bench.events import Event, RunFinished, RunStarted, StepFinished
 from htam_graph.bench.plan import BenchManifest, Layout, RunSpec, Stream, exclusive
 from htam_graph.errors import UserError
-from htam_graph.llm.factory import make_client
 from htam_graph.llm.settings import LLMSettings
+from htam_graph.loop.clients import make_client
 from htam_graph.loop.evaluators import CandidateEvaluator, make_evaluator
 from htam_graph.loop.optimizer import Optimizer, load_steps
 from htam_graph.loop.records import atomic_write

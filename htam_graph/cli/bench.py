@@ -20,8 +20,8 @@ from htam_graph.bench.worker import BenchJob, read_snapshot
 from htam_graph.cli.common import print_json, print_table, settings
 from htam_graph.cli.optimize import MEMORY_METHODS, settings_with
 from htam_graph.errors import UserError
-from htam_graph.llm.factory import make_client
 from htam_graph.llm.settings import Backend
+from htam_graph.loop.clients import make_client
 from htam_graph.memory.models import RunConfig
 from htam_graph.vocab import Method
 

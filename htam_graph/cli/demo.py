@@ -72,7 +72,7 @@ def demo(
     """Run real HTAM loops without an LLM, a GPU or a server: the strategy catalog writes the
     kernels, the results a GPU recorded judge them, and a fresh memory learns which
     directions pay. Ends with the transitions the memory learned and the best speedups."""
-    from htam_graph.catalog.demo import DEFAULT_TASKS, DemoOptions, demo_evaluator, run_demo
+    from htam_graph.demo import DEFAULT_TASKS, DemoOptions, demo_evaluator, run_demo
     from htam_graph.errors import UserError
 
     try:
@@ -134,7 +134,7 @@ def demo(
     if result.memory_command:
         console.print(f"look at it: {escape(result.memory_command)}", highlight=False)
     if cfg.neo4j_uri:
-        from htam_graph.catalog.demo import BROWSER_QUERY, browser_url
+        from htam_graph.demo import BROWSER_QUERY, browser_url
 
         if not neo4j:
             console.print(

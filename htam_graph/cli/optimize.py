@@ -14,8 +14,8 @@ from htam_graph.cli.common import print_json, print_table, settings
 from htam_graph.config import Settings
 from htam_graph.errors import UserError
 from htam_graph.llm.base import LLMError
-from htam_graph.llm.factory import make_client
 from htam_graph.llm.settings import LLMSettings
+from htam_graph.loop.clients import make_client
 from htam_graph.loop.evaluators import make_evaluator
 from htam_graph.loop.optimizer import Optimizer
 from htam_graph.loop.records import RunSummary, StepRecord

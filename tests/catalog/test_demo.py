@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from htam_graph.catalog import DEMO_REPLAY
-from htam_graph.catalog.demo import DemoOptions, run_demo
 from htam_graph.config import Settings
+from htam_graph.demo import DemoOptions, run_demo
 from htam_graph.errors import UserError
 from htam_graph.loop.evaluators import RecordingEvaluator, ReplayEvaluator, StandInEvaluator, load_recording
 

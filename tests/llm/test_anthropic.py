@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 from htam_graph.errors import UserError
 from htam_graph.llm.anthropic_client import AnthropicClient
 from htam_graph.llm.base import InvalidAnswer, LLMUnavailable, Prompt, RequestRejected
-from htam_graph.llm.factory import make_client
+from htam_graph.loop.clients import make_client
 from tests.llm.conftest import ANTHROPIC_MODEL, settings
 from tests.llm.fakes import (
     FakeAnthropic,

@@ -13,8 +13,8 @@ from pydantic import BaseModel, Field
 
 from htam_graph.errors import UserError
 from htam_graph.llm.base import InvalidAnswer, Prompt, RequestRejected
-from htam_graph.llm.factory import make_client
 from htam_graph.llm.openai_client import OpenAIClient
+from htam_graph.loop.clients import make_client
 from tests.llm.conftest import OPENAI_MODEL, settings
 from tests.llm.fakes import FakeOpenAI, Reply, chat_completion, closed_port_url
 

@@ -10,9 +10,9 @@ from pydantic import BaseModel
 
 from htam_graph.errors import UserError
 from htam_graph.llm.base import Completion, InvalidAnswer, Prompt, Usage
-from htam_graph.llm.factory import make_client
 from htam_graph.llm.script import ScriptClient, ScriptWriter
 from htam_graph.llm.settings import LLMSettings
+from htam_graph.loop.clients import make_client
 
 
 class Plan(BaseModel):

@@ -1,4 +1,8 @@
-"""The one place that turns settings into a backend."""
+"""The one place that turns settings into a backend.
+
+It lives with the loop, which assembles the backends: the LLM clients (htam_graph.llm) and
+the strategy catalog (htam_graph.catalog), which itself builds on the LLM interface, so
+neither of those packages has to know the other."""
 
 from __future__ import annotations
 

@@ -54,7 +54,8 @@ def test_a_recorded_demo_replays_step_for_step(tmp_path: Path) -> None:
     assert [t.model_dump() for t in replayed.transitions] == [t.model_dump() for t in recorded.transitions]
     # a task that was not recorded: its first candidate has no result in the file
     with pytest.raises(UserError, match=r"level1/7_Softmax.*htam demo --record .*demo\.json\.gz"):
-        run_demo(DemoOptions(tasks=["level1/7_Softmax"], steps=1, out=tmp_path / "c"), Settings(), ReplayEvaluator(replay))
+        unrecorded = DemoOptions(tasks=["level1/7_Softmax"], steps=1, out=tmp_path / "c")
+        run_demo(unrecorded, Settings(), ReplayEvaluator(replay))
 
 
 def test_a_missing_replay_file_says_how_to_record_one(tmp_path: Path) -> None:

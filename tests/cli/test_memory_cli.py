@@ -46,13 +46,30 @@ def test_seed_show_score_on_the_embedded_store(tmp_path, local):
     assert "P(g)" in table and "tau=0.25" in table
 
 
-def test_dotenv_and_flags_configure_the_store(tmp_path):
-    (tmp_path / ".env").write_text(f"HTAM_LOCAL_PATH={tmp_path / 'from-dotenv.sqlite'}\n")
-    assert htam("memory", "seed", cwd=tmp_path).returncode == 0
-    assert (tmp_path / "from-dotenv.sqlite").exists()
+def test_the_settings_file_and_flags_configure_the_store_and_a_local_dotenv_does_not(tmp_path):
+    """~/.config/htam-graph/htam.env applies wherever htam runs; a .env in the folder
+    htam runs in is never read (it could send the password to someone else's server)."""
+    config = tmp_path / "config"
+    (config / "htam-graph").mkdir(parents=True)
+    (config / "htam-graph" / "htam.env").write_text(f"HTAM_LOCAL_PATH={tmp_path / 'from-settings.sqlite'}\n")
+    (tmp_path / ".env").write_text(f"HTAM_LOCAL_PATH={tmp_path / 'from-dotenv.sqlite'}\nHTAM_NEO4J_URI=bolt://evil:1\n")
+    env = {"XDG_CONFIG_HOME": str(config)}
+    assert htam("memory", "seed", cwd=tmp_path, env=env).returncode == 0
+    assert (tmp_path / "from-settings.sqlite").exists() and not (tmp_path / "from-dotenv.sqlite").exists()
     flag_path = tmp_path / "from-flag.sqlite"
-    assert htam("--local-path", str(flag_path), "memory", "seed", cwd=tmp_path).returncode == 0
+    assert htam("--local-path", str(flag_path), "memory", "seed", cwd=tmp_path, env=env).returncode == 0
     assert flag_path.exists()
+    shown = json.loads(htam("config", "--json", cwd=tmp_path, env=env).stdout)
+    by_name = {s["name"]: s for s in shown["settings"]}
+    assert by_name["HTAM_LOCAL_PATH"]["source"].startswith("file ") and by_name["HTAM_NEO4J_URI"]["value"] is None
+
+
+def test_config_shows_sources_and_never_a_password(tmp_path):
+    env = {"HTAM_NEO4J_PASSWORD": "s3cret-pw", "HTAM_STORE": "local"}
+    r = htam("--neo4j-user", "bob", "config", cwd=tmp_path, env=env)
+    assert r.returncode == 0, r.stderr
+    assert "s3cret-pw" not in r.stdout and "(hidden)" in r.stdout
+    assert "flag --neo4j-user" in r.stdout and "environment" in r.stdout and "settings file: none" in r.stdout
 
 
 def test_unknown_prefix_global_is_a_one_line_error(tmp_path, local):
@@ -114,6 +131,20 @@ def test_neo4j_misconfiguration_is_a_clear_error(tmp_path, neo4j_store, env, mes
     assert r.returncode == 2, r.stderr
     assert message in r.stderr and r.stderr.strip().count("\n") == 0
     assert neo4j_store.counts()["globals"] == 0  # nothing written
+
+
+@pytest.mark.parametrize(
+    "uri, message",
+    [
+        ("http://127.0.0.1:7474", "is not a Neo4j Bolt URI: use bolt://HOST:PORT"),
+        ("ftp://example", "is not a Neo4j Bolt URI"),
+        ("bolt://neo4j:hunter2-secret@127.0.0.1:7687", "holds a user or password"),
+    ],
+)
+def test_a_bad_neo4j_uri_is_one_line_and_never_echoes_a_password(tmp_path, uri, message):
+    r = htam("memory", "show", cwd=tmp_path, env={"HTAM_NEO4J_URI": uri})
+    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0, r.stderr
+    assert message in r.stderr and "hunter2" not in r.stderr
 
 
 @pytest.mark.neo4j

@@ -59,10 +59,16 @@ def _finite_json(value: Any, where: str) -> None:
         raise ValueError(f"{where}: {value} is not a finite number")
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_COUNT:
         raise ValueError(f"{where}: {value} is out of the 64-bit range")
-    if isinstance(value, str) and len(value) > MAX_TEXT_LENGTH:
-        raise ValueError(f"{where}: text longer than {MAX_TEXT_LENGTH} characters")
+    if isinstance(value, str):
+        if len(value) > MAX_TEXT_LENGTH:
+            raise ValueError(f"{where}: text longer than {MAX_TEXT_LENGTH} characters")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(f"{where}: not valid Unicode text") from None
     if isinstance(value, dict):
         for k, v in value.items():
+            _finite_json(k, f"{where} (a key)")
             _finite_json(v, f"{where}.{k}")
     elif isinstance(value, list):
         for i, v in enumerate(value):

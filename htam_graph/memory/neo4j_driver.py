@@ -131,6 +131,8 @@ def server_failure(e: BaseException, uri: str, doing: str) -> UserError | None:
         )
     if isinstance(e, TransientError):
         return UserError(f"Neo4j at {uri} is busy or unavailable while {doing} ({code}): try again")
+    if code.endswith((".Terminated", ".LockClientStopped", ".TransactionTimedOut")):
+        return UserError(f"Neo4j at {uri} ended the transaction while {doing} ({code}): try again")
     if isinstance(e, DatabaseError):
         return UserError(f"Neo4j at {uri} failed while {doing} ({code}: {_one_line(e)})")
     return None

@@ -1,5 +1,5 @@
-// Create or update :Global nodes. Seeding passes static properties only (runtime
-// statistics of existing nodes are kept); import passes statistics too.
+// Seeding: create or update :Global nodes with the bank's static properties (the runtime
+// statistics of existing nodes are kept). Rows come in id order, the order steps lock them.
 // $zero_stats: every statistic at zero (the attempts, reward and outcome counters).
 UNWIND $rows AS row
 MERGE (g:Global {id: row.id})

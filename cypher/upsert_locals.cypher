@@ -1,5 +1,5 @@
-// Create or update :Local nodes under their parent :Global (HAS_LOCAL).
-// Evidence entries are JSON strings, newest first. $zero_stats as in upsert_globals.
+// Seeding: create or update :Local nodes under their parent :Global (HAS_LOCAL); their
+// statistics and evidence (JSON strings, newest first) are kept. $zero_stats as in upsert_globals.
 UNWIND $rows AS row
 MATCH (g:Global {id: row.global_id})
 MERGE (l:Local {id: row.id})

@@ -1,5 +1,5 @@
-// Create or update TRANSITION edges between globals. Seeding passes the static
-// knowledge (when, rationale, risks, prior, prior_n); import passes the evidence too.
+// Seeding: create or update TRANSITION edges between globals with the bank's static
+// knowledge (when, rationale, risks, prior, prior_n); their evidence is kept.
 // $zero_edge: a new edge's properties (no evidence, no prior).
 UNWIND $rows AS row
 MATCH (a:Global {id: row.source}), (b:Global {id: row.target})

@@ -1,10 +1,22 @@
-"""Configuration: command-line flags > environment (HTAM_*) > a `.env` file > defaults."""
+"""Configuration: command-line flags > environment (HTAM_*) > the user's settings file > defaults.
+
+The settings file is `$HTAM_ENV_FILE` when that is set, else
+`$XDG_CONFIG_HOME/htam-graph/htam.env` (`~/.config/htam-graph/htam.env`) when it exists:
+`.env` syntax, HTAM_* names. A `.env` in the working directory is never read: a folder a
+user merely stands in (a checkout of someone else's project) must not point the memory at
+a foreign server, which would then receive the password from the environment, nor choose
+the nvcc the runner executes. The file must belong to the user and be writable by no one
+else, for the same reason. `htam config` shows every setting with where it came from.
+"""
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 from typing import Any, Literal
 
+from dotenv import dotenv_values
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -12,10 +24,17 @@ from htam_graph.errors import UserError
 from htam_graph.llm.settings import LLMSettings
 from htam_graph.vocab import MAX_DISTANCE
 
+ENV_FILE_VAR = "HTAM_ENV_FILE"
+ENV_PREFIX = "HTAM_"
+
 
 def data_dir() -> Path:
     """Where the embedded store and caches live unless configured otherwise."""
     return Path.home() / ".local" / "share" / "htam-graph"
+
+
+def config_dir() -> Path:
+    return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "htam-graph"
 
 
 class ScoringParams(BaseModel):
@@ -32,9 +51,10 @@ class ScoringParams(BaseModel):
 
 
 class Settings(BaseSettings):
-    """Every setting can come from a flag, HTAM_<NAME> in the environment, or `.env`."""
+    """Every setting can come from a flag, HTAM_<NAME> in the environment, or the settings
+    file (`load_settings` finds it; `Settings()` alone reads the environment only)."""
 
-    model_config = SettingsConfigDict(env_prefix="HTAM_", env_file=".env", env_nested_delimiter="__", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_file=None, env_nested_delimiter="__", extra="ignore")
 
     store: Literal["auto", "local", "neo4j"] = Field(
         "auto", description="auto: Neo4j when HTAM_NEO4J_URI is set, else the local file"
@@ -45,7 +65,7 @@ class Settings(BaseSettings):
     neo4j_password: SecretStr = SecretStr("htam-graph")
     neo4j_database: str = "neo4j"
     scoring: ScoringParams = Field(default_factory=ScoringParams)
-    # The runner (read in GPU workers too, so they follow the same .env).
+    # The runner (read in GPU workers too, so they follow the same settings file).
     nvcc: Path | None = Field(None, description="nvcc to use; default: PATH, the PyPI nvcc, /usr/local/cuda")
     cuda_arch: str | None = Field(None, pattern=r"^sm_\d+a?$", description="e.g. sm_90; default: the GPU's")
     cache_dir: Path | None = Field(None, description="build cache root; default: the data folder")
@@ -58,12 +78,77 @@ class Settings(BaseSettings):
         return self.store
 
 
-def load_settings(**overrides: Any) -> Settings:
-    """Settings from flags (`overrides`), environment and .env; a bad value is a UserError
-    that names the variable."""
+def settings_file() -> Path | None:
+    """The settings file in force (see the module docstring), checked; None if there is none."""
+    named = os.environ.get(ENV_FILE_VAR)
+    path = Path(named).expanduser() if named else config_dir() / "htam.env"
     try:
-        return Settings(**overrides)
+        info = path.stat()
+    except FileNotFoundError:
+        if named:
+            raise UserError(f"{ENV_FILE_VAR}={named}: no such file") from None
+        return None
+    except OSError as e:
+        raise UserError(f"cannot read the settings file {path}: {e.strerror}") from e
+    if not stat.S_ISREG(info.st_mode):
+        raise UserError(f"the settings file {path} is not a file")
+    if info.st_uid not in (os.getuid(), 0) or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise UserError(
+            f"the settings file {path} could be changed by other users (it names the Neo4j server that gets"
+            f" your password and the nvcc that runs): make it yours and `chmod go-w {path}`"
+        )
+    return path
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Settings from flags (`overrides`), environment and the settings file; a bad value
+    is a UserError that names the variable."""
+    try:
+        return Settings(_env_file=settings_file(), **overrides)
     except ValidationError as e:
         err = e.errors()[0]
-        name = "HTAM_" + "__".join(str(p) for p in err["loc"]).upper()
-        raise UserError(f"{name}: {err['msg']}; fix the flag, the environment or .env") from None
+        name = ENV_PREFIX + "__".join(str(p) for p in err["loc"]).upper()
+        raise UserError(f"{name}: {err['msg']}; fix the flag, the environment or the settings file") from None
+
+
+class SettingSource(BaseModel):
+    """One setting as `htam config` shows it: never a password's value."""
+
+    name: str
+    value: str | None
+    source: str
+
+
+def setting_sources(flags: dict[str, Any]) -> list[SettingSource]:
+    """Every setting's effective value and where it came from: a flag, the environment,
+    the settings file, or the default (the same precedence as load_settings)."""
+    settings = load_settings(**flags)
+    path = settings_file()
+    in_file = {k.upper(): v for k, v in dotenv_values(path).items()} if path else {}
+    in_env = {k.upper(): v for k, v in os.environ.items() if k.upper().startswith(ENV_PREFIX)}
+
+    def origin(field: str, nested: str | None = None) -> str:
+        names = [f"{ENV_PREFIX}{field}__{nested}".upper(), f"{ENV_PREFIX}{field}".upper()] if nested else []
+        names = names or [f"{ENV_PREFIX}{field}".upper()]
+        if nested is None and field in flags:
+            return "flag --" + field.replace("_", "-")
+        for where, found in (("environment", in_env), (f"file {path}", in_file)):
+            if any(n in found for n in names):
+                return where
+        return "default"
+
+    shown: list[SettingSource] = []
+    for field in Settings.model_fields:
+        value = getattr(settings, field)
+        if isinstance(value, ScoringParams):
+            shown += [
+                SettingSource(name=f"{ENV_PREFIX}{field}__{k}".upper(), value=str(v), source=origin(field, k))
+                for k, v in value.model_dump().items()
+            ]
+            continue
+        if isinstance(value, SecretStr):
+            display: str | None = "(hidden)"
+        else:
+            display = None if value is None else str(value)
+        shown.append(SettingSource(name=f"{ENV_PREFIX}{field}".upper(), value=display, source=origin(field)))
+    return shown

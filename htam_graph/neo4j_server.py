@@ -20,7 +20,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import Literal
+from typing import IO, Literal
 from urllib.parse import urlsplit
 
 from neo4j.exceptions import AuthError
@@ -137,14 +137,17 @@ def stop(settings: Settings, timeout_s: float = 60, home: Path | None = None) ->
 
 
 def build_launcher() -> Path:
-    """Compile the launcher and resolve its classpath unless its sources are unchanged."""
+    """Compile the launcher and resolve its classpath, once per version of its sources:
+    each version builds into a folder of its own, so checkouts of different versions on
+    one machine never rebuild each other's launcher (or one another's running server's)."""
     source = _docker_dir() / "neo4j-launcher"
     files = [source / "pom.xml", *sorted((source / "src").rglob("*.java"))]
     files += sorted(p for p in (source.parent / "browser").rglob("*") if p.is_file())  # on its classpath too
     digest = hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()
-    stamp = LAUNCHER_CACHE / "source.sha256"
+    cache = LAUNCHER_CACHE / digest[:16]
+    stamp = cache / "source.sha256"
     if stamp.is_file() and stamp.read_text() == digest:
-        return LAUNCHER_CACHE
+        return cache
     maven = _tool("mvn", "Maven 3")
     built = subprocess.run(
         [
@@ -153,7 +156,7 @@ def build_launcher() -> Path:
             "-B",
             "-f",
             str(source / "pom.xml"),
-            f"-Dhtam.cache={LAUNCHER_CACHE}",
+            f"-Dhtam.cache={cache}",
             "compile",
             "dependency:build-classpath",
         ],
@@ -164,13 +167,13 @@ def build_launcher() -> Path:
     if built.returncode != 0:
         raise UserError(f"building the Neo4j launcher failed: {_tail(built.stdout + built.stderr)}")
     stamp.write_text(digest)
-    return LAUNCHER_CACHE
+    return cache
 
 
 def _spawn_launcher(settings: Settings, port: int, http_port: int, home: Path) -> subprocess.Popen[bytes]:
     cache = build_launcher()
     java = _tool("java", "Java 17 or newer")
-    home.mkdir(parents=True, exist_ok=True)
+    _private_dir(home)
     classpath = os.pathsep.join([str(cache / "target" / "classes"), (cache / "classpath.txt").read_text().strip()])
     command = [
         java,
@@ -187,7 +190,7 @@ def _spawn_launcher(settings: Settings, port: int, http_port: int, home: Path) -
     ]
     # The password goes by environment so that it does not show in `ps`.
     env = {**os.environ, "HTAM_NEO4J_PASSWORD": settings.neo4j_password.get_secret_value()}
-    with _log_path(home).open("w") as log:
+    with _private_file(_log_path(home)) as log:
         process = subprocess.Popen(
             command,
             stdin=subprocess.DEVNULL,
@@ -197,12 +200,26 @@ def _spawn_launcher(settings: Settings, port: int, http_port: int, home: Path) -
             env=env,
             start_new_session=True,
         )
-    _pid_path(home).write_text(str(process.pid))
+    with _private_file(_pid_path(home)) as pid_file:
+        pid_file.write(str(process.pid).encode())
     return process
 
 
+def _private_dir(path: Path) -> None:
+    """The server's home (its data, its log) is the user's alone."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if path.stat().st_uid == os.getuid():
+        path.chmod(0o700)
+
+
+def _private_file(path: Path) -> IO[bytes]:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)  # also when it was there before
+    return os.fdopen(fd, "wb")
+
+
 def _await_launcher(process: subprocess.Popen[bytes], settings: Settings, home: Path, deadline: float) -> None:
-    # Before READY the password may still be the initial one, so Bolt is not asked earlier.
+    # Before READY the server may not answer yet, so Bolt is not asked earlier.
     while READY_MARK not in _log_path(home).read_text(errors="replace"):
         if process.poll() is not None:
             _pid_path(home).unlink(missing_ok=True)
@@ -212,7 +229,19 @@ def _await_launcher(process: subprocess.Popen[bytes], settings: Settings, home: 
             _pid_path(home).unlink(missing_ok=True)
             raise UserError(f"Neo4j did not start in time: {_failure_reason(home)} (log: {_log_path(home)})")
         time.sleep(0.5)
-    connect(settings).close()
+    try:
+        connect(settings).close()
+    except UserError as e:
+        if not isinstance(e.__cause__, AuthError):
+            raise
+        # The launcher sets a password only on a server's first start: this one has
+        # another, which `db start` never changes. Stop it rather than leave it unusable.
+        _terminate(process.pid, timeout_s=30)
+        _pid_path(home).unlink(missing_ok=True)
+        raise UserError(
+            f"the Neo4j server in {home} has a password other than HTAM_NEO4J_PASSWORD, and `htam db start` never"
+            " changes an existing password: set HTAM_NEO4J_PASSWORD to it (the server was stopped again)"
+        ) from e
 
 
 def _wait_for_bolt(settings: Settings, deadline: float) -> None:
@@ -221,7 +250,11 @@ def _wait_for_bolt(settings: Settings, deadline: float) -> None:
             connect(settings).close()
             return
         except UserError as e:
-            if isinstance(e.__cause__, AuthError) or time.monotonic() > deadline:
+            if isinstance(e.__cause__, AuthError):
+                raise UserError(
+                    f"{e}; the password of an existing Docker volume is never changed by `htam db start`"
+                ) from e
+            if time.monotonic() > deadline:
                 raise
         time.sleep(1)
 

@@ -15,6 +15,7 @@ import functools
 import os
 import secrets
 import socket
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,9 +32,11 @@ HTTP_VAR = "HTAM_TEST_NEO4J_HTTP_PORT"
 # A node that marks a server as this project's test server (never a user's memory).
 TEST_MARK = "HtamTestServer"
 
-# A user's HTAM_* settings must not steer the tests towards their memory or server.
+# A user's HTAM_* settings, and their settings file, must not steer the tests towards
+# their memory or server: the session gets an empty config folder of its own.
 for _name in [n for n in os.environ if n.startswith("HTAM_") and n not in (URI_VAR, PASSWORD_VAR, HTTP_VAR)]:
     del os.environ[_name]
+os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="htam-test-config-")
 
 
 def free_port() -> int:

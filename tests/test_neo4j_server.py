@@ -63,3 +63,49 @@ def test_launcher_reports_a_taken_http_port(squatted_port: int, tmp_path: Path) 
     with pytest.raises(UserError, match=f"127.0.0.1:{squatted_port} is already in use"):
         neo4j_server.start(settings, wait_s=120, http_port=squatted_port, home=tmp_path)
     assert not (tmp_path / "launcher.pid").exists()
+
+
+@pytest.mark.neo4j
+def test_start_never_changes_an_existing_password(tmp_path: Path) -> None:
+    """The launcher sets a password on a server's first start only: a later `db start`
+    with another password (here the public default) is refused and the server stopped,
+    and its owner's password and memory are as they were."""
+    from htam_graph.memory.neo4j_store import Neo4jStore
+
+    home, http_port = tmp_path / "home", free_port()
+    own = Settings(store="neo4j", neo4j_uri=f"bolt://127.0.0.1:{free_port()}", neo4j_password="owners-own-pw")
+    neo4j_server.start(own, wait_s=240, http_port=http_port, home=home)
+    try:
+        assert home.stat().st_mode & 0o777 == 0o700
+        assert all((home / f).stat().st_mode & 0o777 == 0o600 for f in ("launcher.log", "launcher.pid"))
+        with Neo4jStore(own) as store:
+            store.init_schema()
+            store.driver.execute_query("CREATE (:Global {id: 'kept'})", database_=store.database)
+        neo4j_server.stop(own, home=home)
+        default = own.model_copy(update={"neo4j_password": Settings().neo4j_password})
+        with pytest.raises(UserError, match="has a password other than HTAM_NEO4J_PASSWORD.*never changes"):
+            neo4j_server.start(default, wait_s=240, http_port=http_port, home=home)
+        assert not (home / "launcher.pid").exists()  # stopped again
+        neo4j_server.start(own, wait_s=240, http_port=http_port, home=home)
+        with Neo4jStore(own) as store:
+            assert store.counts()["globals"] == 1
+    finally:
+        neo4j_server.stop(own, home=home)
+
+
+def test_compose_publishes_on_loopback_only() -> None:
+    import yaml
+
+    from htam_graph.resources import resource_dir
+
+    compose = yaml.safe_load((resource_dir("docker") / "compose.yml").read_text())
+    ports = compose["services"]["neo4j"]["ports"]
+    assert ports and all(p.startswith("${HTAM_NEO4J_BIND:-127.0.0.1}:") for p in ports)
+
+
+def test_a_bolt_uri_with_credentials_is_refused_without_echoing_them() -> None:
+    from htam_graph.memory.neo4j_driver import neo4j_uri
+
+    with pytest.raises(UserError) as caught:
+        neo4j_uri(Settings(neo4j_uri="neo4j://admin:top-secret@db.example:7687"))
+    assert "top-secret" not in str(caught.value) and "HTAM_NEO4J_PASSWORD" in str(caught.value)

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import importlib
+import logging
+import os
 import sys
 
 import click
@@ -21,6 +23,7 @@ SUBCOMMANDS = {
     "bench": ("htam_graph.cli.bench", "bench"),
     "stats": ("htam_graph.cli.stats", "stats"),
     "demo": ("htam_graph.cli.demo", "demo"),
+    "config": ("htam_graph.cli.config", "config"),
 }
 
 
@@ -44,23 +47,41 @@ def cli(ctx: click.Context, verbose: int, **flags: object) -> None:
     """HTAM: LLM-driven CUDA kernel optimization guided by a hierarchical
     transition-attended memory (the HTG) kept in Neo4j or a local file.
 
-    Settings come from these flags, else HTAM_* environment variables, else a .env file
-    in the working directory. Without HTAM_NEO4J_URI (or --store neo4j) the memory is
-    the embedded SQLite file (HTAM_LOCAL_PATH).
+    Settings come from these flags, else HTAM_* environment variables, else the settings
+    file ~/.config/htam-graph/htam.env (or $HTAM_ENV_FILE); `htam config` shows them. Without
+    HTAM_NEO4J_URI (or --store neo4j) the memory is the embedded SQLite file (HTAM_LOCAL_PATH).
     """
     setup_logging(verbose)
     ctx.obj = settings_from_flags(flags)
 
 
 def main() -> None:
+    """Every failure a user can cause or meet is one line on stderr, `error: ...`, exit code 2."""
+    # Our warnings (a retried step, a discarded import) as one line each. The driver logs
+    # every broken connection and retry itself; what it finally raises becomes our one line.
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(name)s: %(message)s")
+    logging.getLogger("neo4j").setLevel(logging.CRITICAL)
     try:
         cli.main(standalone_mode=False)
     except UserError as e:
-        click.echo(f"error: {e}", err=True)
+        click.echo(f"error: {_one_line(str(e))}", err=True)
         sys.exit(2)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(1)
+    except click.UsageError as e:
+        hint = f" (see `{e.ctx.command_path} --help`)" if e.ctx else ""
+        click.echo(f"error: {_one_line(e.format_message())}{hint}", err=True)
+        sys.exit(2)
     except click.ClickException as e:
-        e.show()
+        click.echo(f"error: {_one_line(e.format_message())}", err=True)
         sys.exit(e.exit_code)
+    except BrokenPipeError:
+        # `htam memory export | head`: the reader left; say nothing more, and keep Python
+        # from failing to flush into the closed pipe at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)
+
+
+def _one_line(message: str) -> str:
+    return " ".join(message.split())

@@ -10,6 +10,7 @@ from typing import Any
 import click
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from htam_graph.config import Settings, load_settings
 
@@ -61,12 +62,19 @@ def settings() -> Settings:
     return root.obj if root is not None and isinstance(root.obj, Settings) else load_settings()
 
 
+def say(message: str) -> None:
+    """Print a line that holds data (names, paths, URIs) as it is: never as rich markup."""
+    console.print(message, markup=False, highlight=False, soft_wrap=True)
+
+
 def print_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, default=str))
 
 
 def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-    table = Table(title=title)
+    """A table of data: the title and every cell are plain text, never rich markup (stored
+    names, docstrings and paths may hold `[b]` or `[/bold]`)."""
+    table = Table(title=Text(title))
     for i, col in enumerate(columns):
         numeric = bool(rows) and all(isinstance(r[i], (int, float)) for r in rows)
         # Ids and numbers stay on one line (ids are what people copy into --prefix);
@@ -80,7 +88,7 @@ def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]
     console.print(table)
 
 
-def _cell(v: Any) -> str:
+def _cell(v: Any) -> Text:
     if isinstance(v, float):
-        return f"{v:.4f}"
-    return "" if v is None else str(v)
+        return Text(f"{v:.4f}")
+    return Text("" if v is None else str(v))

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import click
 from rich.table import Table
+from rich.text import Text
 
 from htam_graph import neo4j_server as server
-from htam_graph.cli.common import console, print_json, settings
+from htam_graph.cli.common import console, print_json, say, settings
 
 
 @click.group()
@@ -26,19 +27,19 @@ def start(wait_s: float, http_port: int) -> None:
     """Start Neo4j at HTAM_NEO4J_URI (default bolt://127.0.0.1:7687) and wait until it answers."""
     info = server.start(settings(), wait_s=wait_s, http_port=http_port)
     verb = "already running" if info.via == "existing" else f"started via {info.via}"
-    console.print(f"[green]Neo4j {verb}[/green] at {info.uri}")
-    console.print(f"Browser: {info.browser}")
+    say(f"Neo4j {verb} at {info.uri}")
+    say(f"Browser: {info.browser}")
     if info.pid is not None:
-        console.print(f"pid {info.pid}" + (f", log {info.log}" if info.log else ""))
+        say(f"pid {info.pid}" + (f", log {info.log}" if info.log else ""))
 
 
 @db.command()
 def stop() -> None:
     """Stop the Neo4j server this machine started."""
     if server.stop(settings()):
-        console.print("[green]Neo4j stopped[/green]")
+        say("Neo4j stopped")
     else:
-        console.print("no Neo4j server of ours was running")
+        say("no Neo4j server of ours was running")
 
 
 @db.command()
@@ -52,7 +53,7 @@ def status(as_json: bool) -> None:
         table = Table(show_header=False)
         for name, value in current.model_dump().items():
             if value is not None:
-                table.add_row(name, str(value))
+                table.add_row(name, Text(str(value)))
         console.print(table)
     if not current.reachable:
         # SystemExit, not ctx.exit: `htam`'s main runs click with standalone_mode=False,

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import os
 import sys
+from contextlib import closing
 from pathlib import Path
 
 import click
 from pydantic import ValidationError
 
-from htam_graph.cli.common import console, print_json, print_table, settings
+from htam_graph.cli.common import print_json, print_table, say, settings
 from htam_graph.config import ScoringParams
 from htam_graph.errors import UserError
 from htam_graph.memory import open_store
-from htam_graph.memory.models import MemorySnapshot
+from htam_graph.memory.export_file import ExportFile, write_export
+from htam_graph.memory.models import Section
 from htam_graph.memory.seed import load_seed_bank
 from htam_graph.memory.store import MemoryStore
 from htam_graph.policy.policy import with_probabilities
@@ -28,7 +31,7 @@ def init() -> None:
     """Create the store's schema (tables, or Neo4j constraints and indexes). Idempotent."""
     with open_store(settings()) as store:
         store.init_schema()
-        console.print(f"schema ready in {store.describe()}")
+        say(f"schema ready in {store.describe()}")
 
 
 @memory.command()
@@ -43,7 +46,7 @@ def seed(bank: Path | None) -> None:
     seed_bank = load_seed_bank(bank)  # validated before anything is written
     with open_store(settings()) as store:
         report = store.seed(seed_bank)
-        console.print(
+        say(
             f"seeded {seed_bank.name} v{seed_bank.version} into {store.describe()}: "
             f"{report.globals} globals, {report.locals} locals, {report.transitions} transition priors"
         )
@@ -95,13 +98,15 @@ def _show_globals(store: MemoryStore, as_json: bool) -> None:
         ["id", "locals", "prior", "attempts", "success", "mean reward", "trend"],
         rows,
     )
-    console.print(" ".join(f"{k}={v}" for k, v in store.counts().items()))
+    say(" ".join(f"{k}={v}" for k, v in store.counts().items()))
 
 
 def _show_locals(store: MemoryStore, global_id: str, as_json: bool) -> None:
     locals_ = store.get_locals(global_id)
     if not locals_:
         known = ", ".join(g.id for g in store.get_globals())
+        if not known:
+            raise UserError(f"memory at {store.describe()} is empty; run `htam memory seed` first")
         raise UserError(f"no locals under global {global_id!r}; known globals: {known}")
     if as_json:
         print_json([loc.model_dump() for loc in locals_])
@@ -180,41 +185,55 @@ def score(prefix: str, as_json: bool, **overrides: float | None) -> None:
     help="Write to this file (default: standard output).",
 )
 def export_cmd(output: Path | None) -> None:
-    """Write the whole memory (HTG and run records) as JSON."""
+    """Write the whole memory (HTG and run records) as JSON Lines, streamed: any size
+    fits. A file is written next to OUTPUT first, readable by you only, and renamed into
+    place once complete."""
     with open_store(settings()) as store:
-        text = store.export().model_dump_json(indent=1)
-    if output is None:
-        sys.stdout.write(text + "\n")
-        return
-    tmp = output.with_suffix(output.suffix + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(output)  # atomic: never a half-written export
-    console.print(f"exported to {output}", highlight=False)
+        if output is None:
+            with closing(store.iter_records()) as records:
+                write_export(records, sys.stdout)
+            return
+        counts = _write_privately(output, store)
+    say(f"exported to {output}: " + " ".join(f"{k}={v}" for k, v in counts.items()))
+
+
+def _write_privately(output: Path, store: MemoryStore) -> dict[Section, int]:
+    tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            with open(fd, "w", encoding="utf-8", newline="\n") as fh, closing(store.iter_records()) as records:
+                counts = write_export(records, fh)
+            tmp.replace(output)  # atomic: never a half-written export
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+    except OSError as e:
+        raise UserError(f"cannot write {output}: {e.strerror or e}") from e
+    return counts
 
 
 @memory.command("import")
 @click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 def import_cmd(path: Path) -> None:
-    """Load a memory exported by `htam memory export` into an empty store."""
-    try:
-        snap = MemorySnapshot.model_validate_json(path.read_text())
-    except ValidationError as e:
-        err = e.errors()[0]
-        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        raise UserError(f"{path}: field {where}: {err['msg']} (is it an `htam memory export` file?)") from None
+    """Load a memory exported by `htam memory export` (format version 2 or 3) into an
+    empty store. The whole file is checked before anything is written; the import is
+    all or nothing, and one cut short (a killed process, a dead server) is refused by
+    every command until `htam memory reset`."""
+    exported = ExportFile(path)
+    counts = exported.check()
     with open_store(settings()) as store:
-        store.import_snapshot(snap)
-        console.print(
-            f"imported {path} into {store.describe()}: " + " ".join(f"{k}={v}" for k, v in store.counts().items())
-        )
+        store.import_records(exported.items(), source=str(path), counts=counts)
+        say(f"imported {path} into {store.describe()}: " + " ".join(f"{k}={v}" for k, v in counts.items()))
 
 
 @memory.command()
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 def reset(yes: bool) -> None:
-    """Delete the whole memory (HTG and run records)."""
-    with open_store(settings()) as store:
+    """Delete the whole memory (HTG and run records); also discards an import, or finishes
+    a reset, that was cut short."""
+    with open_store(settings(), allow_pending=True) as store:
         if not yes:
             click.confirm(f"Delete the whole memory at {store.describe()}?", abort=True)
         store.reset()
-        console.print(f"memory at {store.describe()} deleted")
+        say(f"memory at {store.describe()} deleted")

@@ -40,8 +40,8 @@ def list_tasks(root: Path | None, pattern: str | None, as_json: bool) -> None:
         print_json([_record(task, with_source=False) for task in found])
         return
     title = f"{len(found)} tasks in {root or 'the built-in suite'}"
-    rows = [(escape(t.id), escape(t.name), t.level, escape(t.summary)) for t in found]  # docstrings hold [b]
-    print_table(escape(title), ["id", "name", "level", "summary"], rows)
+    rows = [(t.id, t.name, t.level, t.summary) for t in found]  # plain text: docstrings hold [b]
+    print_table(title, ["id", "name", "level", "summary"], rows)
 
 
 @tasks.command("show")

@@ -6,22 +6,37 @@ Both stores (Neo4j and the embedded SQLite file) read and write exactly these sh
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
 from htam_graph.config import ScoringParams
-from htam_graph.memory.outcome import Counters, Outcome, step_outcome
+from htam_graph.memory.outcome import MAX_COUNT, Count, Counters, Outcome, step_outcome
 from htam_graph.vocab import MAX_DISTANCE, Method, OperatorFamily, Verdict
 
-__all__ = ["MAX_DISTANCE", "Counters", "Outcome"]
+__all__ = ["MAX_COUNT", "MAX_DISTANCE", "Count", "Counters", "Outcome"]
 
 # Local nodes keep only the newest evidence entries of each sign.
 MAX_EVIDENCE = 20
 
 ID_PATTERN = r"^[a-z][a-z0-9_]*$"
 LOCAL_ID_PATTERN = r"^[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*$"
+
+# Limits both stores accept: Neo4j indexes a string of at most ~8 KB (an id of 1024
+# characters is at most 4 KB in UTF-8, also inside the composite (run_id, index) index);
+# free text is capped so that one record stays small enough to stream.
+MAX_ID_LENGTH = 1024
+MAX_TEXT_LENGTH = 100_000
+# Ids name things in messages, logs and the Browser: no control characters.
+Id = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_LENGTH, pattern=r"^[^\x00-\x1f\x7f]+$")]
+GlobalId = Annotated[str, StringConstraints(max_length=MAX_ID_LENGTH, pattern=ID_PATTERN)]
+LocalId = Annotated[str, StringConstraints(max_length=MAX_ID_LENGTH, pattern=LOCAL_ID_PATTERN)]
+Text = Annotated[str, StringConstraints(max_length=MAX_TEXT_LENGTH)]
+# Sums of rewards in [-1, 1] stay within their counts; float rounding may add a little.
+_SUM_SLACK = 1e-9
 
 
 def utcnow() -> datetime:
@@ -34,23 +49,57 @@ class Record(BaseModel):
     model_config = ConfigDict(allow_inf_nan=False)
 
 
+def _within(total: float, count: int) -> bool:
+    return abs(total) <= count * (1 + _SUM_SLACK) + _SUM_SLACK
+
+
+def _finite_json(value: Any, where: str) -> None:
+    """Free-form settings (a run's extra config) are JSON with finite numbers only."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{where}: {value} is not a finite number")
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_COUNT:
+        raise ValueError(f"{where}: {value} is out of the 64-bit range")
+    if isinstance(value, str):
+        if len(value) > MAX_TEXT_LENGTH:
+            raise ValueError(f"{where}: text longer than {MAX_TEXT_LENGTH} characters")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(f"{where}: not valid Unicode text") from None
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _finite_json(k, f"{where} (a key)")
+            _finite_json(v, f"{where}.{k}")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _finite_json(v, f"{where}[{i}]")
+
+
 class Stats(Counters):
     """Runtime statistics of a global or local node: attempts, summed reward, and one
     counter per outcome (memory/outcome.py says which verdict moves which)."""
 
-    attempts: int = Field(0, ge=0)
+    attempts: Count = 0
     reward_sum: float = 0.0
+
+    @model_validator(mode="after")
+    def _sums_within_counts(self) -> Stats:
+        # Each reward lies in [-1, 1], so the sum is bounded by the attempts: a record
+        # outside that was not written by a store (and could make scores overflow).
+        if not _within(self.reward_sum, self.attempts):
+            raise ValueError(f"reward_sum {self.reward_sum} exceeds what {self.attempts} attempts can add up to")
+        return self
 
 
 class GlobalNode(Stats):
     """A coarse optimization direction (V_G)."""
 
-    id: str = Field(pattern=ID_PATTERN)
-    name: str
-    intent: str
-    goals: list[str] = Field(default_factory=list)
-    triggers: list[str] = Field(default_factory=list)
-    risks: list[str] = Field(default_factory=list)
+    id: GlobalId
+    name: Text
+    intent: Text
+    goals: list[Text] = Field(default_factory=list)
+    triggers: list[Text] = Field(default_factory=list)
+    risks: list[Text] = Field(default_factory=list)
     prior: float = Field(0.0, ge=-1.0, le=1.0, description="static prior utility")
     trend: float = Field(0.0, description="exponential moving average of recent rewards")
 
@@ -58,24 +107,24 @@ class GlobalNode(Stats):
 class Evidence(Record):
     """One past application of a local strategy and what came of it."""
 
-    step_id: str
-    task_id: str
+    step_id: Id
+    task_id: Id
     verdict: Verdict
-    reward: float
+    reward: float = Field(ge=-1.0, le=1.0)
     speedup: float | None = None
-    error_class: str | None = None
-    note: str = ""
+    error_class: Text | None = None
+    note: Text = ""
 
 
 class LocalNode(Stats):
     """A concrete strategy under one global direction (V_GL)."""
 
-    id: str = Field(pattern=LOCAL_ID_PATTERN)
-    global_id: str = Field(pattern=ID_PATTERN)
-    name: str
-    pattern: str
-    checks: list[str] = Field(default_factory=list)
-    pitfalls: list[str] = Field(default_factory=list)
+    id: LocalId
+    global_id: GlobalId
+    name: Text
+    pattern: Text
+    checks: list[Text] = Field(default_factory=list)
+    pitfalls: list[Text] = Field(default_factory=list)
     applies_to: list[OperatorFamily] = Field(default_factory=list)
     positive: list[Evidence] = Field(default_factory=list, description="newest first")
     negative: list[Evidence] = Field(default_factory=list, description="newest first")
@@ -104,17 +153,17 @@ class Transition(Counters):
     also carries a prior utility worth `prior_n` pseudo-observations (docs/method.md).
     """
 
-    source: str = Field(pattern=ID_PATTERN)
-    target: str = Field(pattern=ID_PATTERN)
-    when: str = ""
-    rationale: str = ""
-    risks: list[str] = Field(default_factory=list)
+    source: GlobalId
+    target: GlobalId
+    when: Text = ""
+    rationale: Text = ""
+    risks: list[Text] = Field(default_factory=list)
     prior: float = Field(0.0, ge=-1.0, le=1.0, description="prior utility of this move (seed bank)")
-    prior_n: float = Field(0.0, ge=0.0, description="pseudo-observations the prior is worth")
-    n: int = Field(0, ge=0)
+    prior_n: float = Field(0.0, ge=0.0, le=1e6, description="pseudo-observations the prior is worth")
+    n: Count = 0
     reward_sum: float = 0.0
-    gain_sum: float = Field(0.0, description="sum of positive rewards (log2 speedup gains)")
-    n_by_k: list[int] = Field(default_factory=_zeros_int)
+    gain_sum: float = Field(0.0, ge=0.0, description="sum of positive rewards (log2 speedup gains)")
+    n_by_k: list[Count] = Field(default_factory=_zeros_int)
     reward_by_k: list[float] = Field(default_factory=_zeros_float)
     notes: list[str] = Field(default_factory=list, description="reflections of the steps that took it, newest first")
 
@@ -125,11 +174,23 @@ class Transition(Counters):
             raise ValueError(f"per-distance evidence must have {MAX_DISTANCE} entries, got {len(v)}")
         return v
 
+    @model_validator(mode="after")
+    def _sums_within_counts(self) -> Transition:
+        """Pooled evidence is the sum over distances, and reward sums stay within counts."""
+        if self.n != sum(self.n_by_k):
+            raise ValueError(f"n {self.n} is not the sum of n_by_k {self.n_by_k}")
+        if not _within(self.reward_sum, self.n) or not _within(self.gain_sum, self.n):
+            raise ValueError(f"reward_sum or gain_sum exceeds what {self.n} observations can add up to")
+        for k, (nk, rk) in enumerate(zip(self.n_by_k, self.reward_by_k, strict=True)):
+            if not _within(rk, nk):
+                raise ValueError(f"reward_by_k[{k}] {rk} exceeds what n_by_k[{k}] = {nk} observations can add up to")
+        return self
+
 
 class TaskRecord(Record):
-    id: str
-    name: str = ""
-    sha256: str = ""
+    id: Id
+    name: Text = ""
+    sha256: Text = ""
 
 
 class RunConfig(Record):
@@ -137,17 +198,23 @@ class RunConfig(Record):
 
     model_config = ConfigDict(allow_inf_nan=False, extra="allow")  # the loop adds its own settings
 
-    steps: int = Field(6, ge=1, description="T: optimization steps")
+    steps: int = Field(6, ge=1, le=MAX_COUNT, description="T: optimization steps")
     scoring: ScoringParams = Field(default_factory=ScoringParams)
+
+    @model_validator(mode="after")
+    def _extras_finite(self) -> RunConfig:
+        for name, value in (self.model_extra or {}).items():
+            _finite_json(value, name)
+        return self
 
 
 class RunRecord(Record):
     """One optimization run of one task, with its method and full configuration."""
 
-    id: str
-    task_id: str
+    id: Id
+    task_id: Id
     method: Method = Method.HTAM
-    seed: int = 0
+    seed: int = Field(0, ge=-MAX_COUNT, le=MAX_COUNT)
     config: RunConfig = Field(default_factory=RunConfig)
     started_at: datetime = Field(default_factory=utcnow)
 
@@ -161,25 +228,27 @@ class StepUpdate(Record):
     before and after the step (memory/outcome.py); a given reward must agree with them.
     """
 
-    id: str
-    run_id: str
-    task_id: str
-    index: int = Field(ge=0)
-    prefix: list[str] = Field(default_factory=list, max_length=MAX_DISTANCE)
-    global_id: str | None = Field(None, description="the chosen direction; None for methods that choose none")
-    local_id: str | None = Field(None, description="the chosen strategy (under global_id); None when none was chosen")
+    id: Id
+    run_id: Id
+    task_id: Id
+    index: int = Field(ge=0, le=MAX_COUNT)
+    prefix: list[GlobalId] = Field(default_factory=list, max_length=MAX_DISTANCE)
+    global_id: GlobalId | None = Field(None, description="the chosen direction; None for methods that choose none")
+    local_id: LocalId | None = Field(
+        None, description="the chosen strategy (under global_id); None when none was chosen"
+    )
     verdict: Verdict
     candidate_sha256: str | None = Field(
         None, pattern=r"^[0-9a-f]{64}$", description="content hash of the candidate: links to its EvalResult"
     )
-    parent_id: str | None = Field(None, description="the step whose candidate this one evolved from")
+    parent_id: Id | None = Field(None, description="the step whose candidate this one evolved from")
     speedup: float | None = Field(None, gt=0, description="this candidate's speedup (ok verdicts only)")
     best_before: float | None = Field(None, gt=0, description="the run's best speedup before this step")
     best_after: float | None = Field(None, gt=0, description="the run's best speedup after this step")
     reward: float = Field(0.0, ge=-1.0, le=1.0, description="always the verdict's (filled in when not given)")
-    error_class: str | None = None
-    note: str = ""
-    scores: dict[str, float] = Field(default_factory=dict, description="S(g) at decision time")
+    error_class: Text | None = None
+    note: Text = ""
+    scores: dict[GlobalId, float] = Field(default_factory=dict, description="S(g) at decision time")
     created_at: datetime = Field(default_factory=utcnow)
 
     @model_validator(mode="before")
@@ -244,11 +313,120 @@ class GlobalScore(BaseModel):
     probability: float | None = Field(None, description="P(g) under the policy, once it has been applied")
 
 
-class MemorySnapshot(Record):
-    """A whole memory, as `htam memory export` writes it and `import` reads it."""
+Section = Literal["globals", "locals", "transitions", "tasks", "runs", "steps"]
+# A memory's records in dependency order: each section refers only to sections before it,
+# which is the order exports write them and imports check and write them.
+SECTIONS: tuple[Section, ...] = ("globals", "locals", "transitions", "tasks", "runs", "steps")
+SnapshotRecord = GlobalNode | LocalNode | Transition | TaskRecord | RunRecord | StepUpdate
+SnapshotItem = tuple[Section, SnapshotRecord]
+RECORD_TYPES: dict[Section, type[SnapshotRecord]] = {
+    "globals": GlobalNode,
+    "locals": LocalNode,
+    "transitions": Transition,
+    "tasks": TaskRecord,
+    "runs": RunRecord,
+    "steps": StepUpdate,
+}
 
-    format: str = "htam-graph/memory"
-    version: int = 2
+
+class SnapshotChecker:
+    """Checks a memory's records as they stream past in SECTIONS order: every id unique
+    within its kind, every reference resolved by a record seen before. It keeps ids only,
+    so 10^6 steps are checked in a few hundred MB at most; `add` raises ValueError naming
+    the record and the problem. The stores' own step checks (store.check_step_refs) refuse
+    the same things, so whatever a store holds passes here."""
+
+    def __init__(self) -> None:
+        self.counts: dict[Section, int] = dict.fromkeys(SECTIONS, 0)
+        self._at = 0
+        self._globals: set[str] = set()
+        self._locals: dict[str, str] = {}  # id -> its global
+        self._edges: set[tuple[str, str]] = set()
+        self._tasks: set[str] = set()
+        self._runs: dict[str, str] = {}  # id -> its task
+        self._steps: set[str] = set()
+        self._evidence: dict[str, str] = {}  # step id -> the local whose evidence names it
+
+    def add(self, section: Section, record: SnapshotRecord) -> None:
+        at = SECTIONS.index(section)
+        if at < self._at:
+            raise ValueError(f"{section} must come before {SECTIONS[self._at]}")
+        self._at = at
+        if isinstance(record, GlobalNode):
+            self._unique(self._globals, record.id, "global")
+        elif isinstance(record, LocalNode):
+            self._local(record)
+        elif isinstance(record, Transition):
+            self._transition(record)
+        elif isinstance(record, TaskRecord):
+            self._unique(self._tasks, record.id, "task")
+        elif isinstance(record, RunRecord):
+            self._run(record)
+        else:
+            self._step(record)
+        self.counts[section] += 1
+
+    def finish(self) -> dict[Section, int]:
+        """The number of records in each section, once every deferred reference resolved."""
+        for step_id, local_id in self._evidence.items():
+            if step_id not in self._steps:
+                raise ValueError(f"local {local_id!r}: evidence names unknown step {step_id!r}")
+        return dict(self.counts)
+
+    @staticmethod
+    def _unique(seen: set[str], id_: str, kind: str) -> None:
+        if id_ in seen:
+            raise ValueError(f"duplicate {kind} id {id_!r}")
+        seen.add(id_)
+
+    def _local(self, loc: LocalNode) -> None:
+        if loc.id in self._locals:
+            raise ValueError(f"duplicate local id {loc.id!r}")
+        if loc.global_id not in self._globals:
+            raise ValueError(f"local {loc.id!r}: unknown global {loc.global_id!r}")
+        self._locals[loc.id] = loc.global_id
+        for evidence in (*loc.positive, *loc.negative):
+            self._evidence.setdefault(evidence.step_id, loc.id)
+
+    def _transition(self, t: Transition) -> None:
+        if (t.source, t.target) in self._edges:
+            raise ValueError(f"duplicate transition {t.source!r} -> {t.target!r}")
+        for end in (t.source, t.target):
+            if end not in self._globals:
+                raise ValueError(f"transition {t.source!r} -> {t.target!r}: unknown global {end!r}")
+        self._edges.add((t.source, t.target))
+
+    def _run(self, run: RunRecord) -> None:
+        if run.id in self._runs:
+            raise ValueError(f"duplicate run id {run.id!r}")
+        if run.task_id not in self._tasks:
+            raise ValueError(f"run {run.id!r}: unknown task {run.task_id!r}")
+        self._runs[run.id] = run.task_id
+
+    def _step(self, step: StepUpdate) -> None:
+        self._unique(self._steps, step.id, "step")
+        where = f"step {step.id!r}"
+        run_task = self._runs.get(step.run_id)
+        if run_task is None:
+            raise ValueError(f"{where}: unknown run {step.run_id!r}")
+        if step.task_id != run_task:
+            raise ValueError(f"{where}: task {step.task_id!r} is not its run's task {run_task!r}")
+        for g in (step.global_id, *step.prefix) if step.global_id is not None else ():
+            if g not in self._globals:
+                raise ValueError(f"{where}: unknown global {g!r}")
+        if step.local_id is None:
+            return
+        parent = self._locals.get(step.local_id)
+        if parent is None:
+            raise ValueError(f"{where}: unknown local {step.local_id!r}")
+        if parent != step.global_id:
+            raise ValueError(f"{where}: local {step.local_id!r} belongs to {parent!r}, not {step.global_id!r}")
+
+
+class MemorySnapshot(Record):
+    """A whole memory in memory (small ones: tests, seeding); `htam memory export|import`
+    stream the same records through memory/export_file.py instead."""
+
     globals: list[GlobalNode] = Field(default_factory=list)
     locals: list[LocalNode] = Field(default_factory=list)
     transitions: list[Transition] = Field(default_factory=list)
@@ -258,26 +436,15 @@ class MemorySnapshot(Record):
 
     @model_validator(mode="after")
     def _references(self) -> MemorySnapshot:
-        """Every reference resolves, so an import never writes half a memory."""
-        globals_ = {g.id for g in self.globals}
-        locals_ = {loc.id for loc in self.locals}
-        runs = {r.id for r in self.runs}
-        tasks = {t.id for t in self.tasks}
-        for i, loc in enumerate(self.locals):
-            if loc.global_id not in globals_:
-                raise ValueError(f"locals[{i}] {loc.id!r}: unknown global {loc.global_id!r}")
-        for i, t in enumerate(self.transitions):
-            if t.source not in globals_ or t.target not in globals_:
-                raise ValueError(f"transitions[{i}]: unknown global in {t.source!r} -> {t.target!r}")
-        for i, r in enumerate(self.runs):
-            if r.task_id not in tasks:
-                raise ValueError(f"runs[{i}] {r.id!r}: unknown task {r.task_id!r}")
-        for i, st in enumerate(self.steps):
-            missing = [
-                x
-                for x, known in ((st.run_id, runs), (st.global_id, globals_), (st.local_id, locals_))
-                if x is not None and x not in known
-            ]
-            if missing:
-                raise ValueError(f"steps[{i}] {st.id!r}: unknown reference {missing[0]!r}")
+        """Unique ids and resolved references, so an import never writes half a memory."""
+        checker = SnapshotChecker()
+        for section, record in self.items():
+            checker.add(section, record)
+        checker.finish()
         return self
+
+    def items(self) -> Iterator[SnapshotItem]:
+        """Every record with its section, in SECTIONS order."""
+        for section in SECTIONS:
+            for record in getattr(self, section):
+                yield section, record

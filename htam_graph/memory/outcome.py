@@ -8,10 +8,15 @@ failure is counted under its own kind. docs/method.md ("Reward") has the table.
 from __future__ import annotations
 
 import math
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from htam_graph.vocab import Verdict
+
+# Counts are stored as 64-bit integers (Neo4j's only integer type).
+MAX_COUNT = 2**63 - 1
+Count = Annotated[int, Field(ge=0, le=MAX_COUNT)]
 
 # The counter each failing verdict moves. A load error (the file did not import or the
 # constructor raised) is counted with compile failures: the candidate never ran a kernel.
@@ -34,13 +39,13 @@ class Counters(BaseModel):
 
     model_config = ConfigDict(allow_inf_nan=False)
 
-    successes: int = Field(0, ge=0, description="ok and faster than the run's best before (reward > 0)")
-    compile_failures: int = Field(0, ge=0, description="compile_error or load_error")
-    incorrect: int = Field(0, ge=0)
-    rejected: int = Field(0, ge=0, description="a cheat check fired")
-    timeouts: int = Field(0, ge=0)
-    runtime_errors: int = Field(0, ge=0)
-    generation_failures: int = Field(0, ge=0, description="no candidate was produced")
+    successes: Count = Field(0, description="ok and faster than the run's best before (reward > 0)")
+    compile_failures: Count = Field(0, description="compile_error or load_error")
+    incorrect: Count = 0
+    rejected: Count = Field(0, description="a cheat check fired")
+    timeouts: Count = 0
+    runtime_errors: Count = 0
+    generation_failures: Count = Field(0, description="no candidate was produced")
 
     def scaled(self, count: int) -> Counters:
         """These counters added `count` times (an edge seen at several prefix distances)."""

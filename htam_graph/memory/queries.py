@@ -41,5 +41,12 @@ def checked(name: str, given: Iterable[str]) -> str:
 
 
 def statements(name: str) -> list[str]:
-    """The `;`-separated statements of a multi-statement file (schema), comments dropped."""
+    """The `;`-separated statements of a multi-statement file (schema, reset), comments dropped."""
     return [s.strip() for s in _code(name).split(";") if s.strip()]
+
+
+def checked_statements(name: str, given: Iterable[str]) -> list[tuple[str, frozenset[str]]]:
+    """Each statement of a multi-statement file with the parameters it takes, after checking
+    that `given` names exactly the parameters of the file as a whole."""
+    checked(name, given)
+    return [(stmt, frozenset(_PARAM.findall(stmt))) for stmt in statements(name)]

@@ -3,28 +3,37 @@
 Used when no Neo4j is configured and on GPU machines. Each record is kept as its
 pydantic model's JSON next to the key columns it is looked up by; a step's read-modify-
 write runs under `BEGIN IMMEDIATE`, so concurrent processes serialize and lose nothing.
+An import is one transaction (all or nothing, also under kill -9); the file and its
+journals are private to the user (0600).
 """
 
 from __future__ import annotations
 
+import functools
+import logging
+import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from contextlib import contextmanager
+from itertools import groupby, islice
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, ParamSpec, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from htam_graph.config import ScoringParams
 from htam_graph.errors import UserError
 from htam_graph.memory.models import (
     MAX_EVIDENCE,
+    RECORD_TYPES,
     Counters,
     GlobalNode,
     GlobalScore,
     LocalNode,
-    MemorySnapshot,
     RunRecord,
+    Section,
+    SnapshotItem,
+    SnapshotRecord,
     Stats,
     StepUpdate,
     TaskRecord,
@@ -41,11 +50,18 @@ from htam_graph.memory.store import (
     MemoryStore,
     SeedReport,
     StepEffects,
+    check_finite,
     check_replay,
     check_step_refs,
+    checked_items,
 )
 
+log = logging.getLogger(__name__)
+
 M = TypeVar("M", bound=BaseModel)
+P = ParamSpec("P")
+R = TypeVar("R")
+BATCH = 10_000  # rows per executemany while importing
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS globals (id TEXT PRIMARY KEY, data TEXT NOT NULL);
@@ -59,6 +75,61 @@ CREATE TABLE IF NOT EXISTS steps (
 CREATE INDEX IF NOT EXISTS steps_by_run ON steps (run_id, idx);
 """
 TABLES = ("globals", "locals", "transitions", "tasks", "runs", "steps")
+# Each section's rows: its table's key columns, then the record's JSON.
+_INSERT: dict[Section, str] = {
+    "globals": "INSERT INTO globals VALUES (?, ?)",
+    "locals": "INSERT INTO locals VALUES (?, ?, ?)",
+    "transitions": "INSERT INTO transitions VALUES (?, ?, ?)",
+    "tasks": "INSERT INTO tasks VALUES (?, ?)",
+    "runs": "INSERT INTO runs VALUES (?, ?)",
+    "steps": "INSERT INTO steps VALUES (?, ?, ?, ?)",
+}
+_ROW: dict[Section, Callable[[Any], tuple]] = {
+    "globals": lambda g: (g.id, g.model_dump_json()),
+    "locals": lambda loc: (loc.id, loc.global_id, loc.model_dump_json()),
+    "transitions": lambda t: (t.source, t.target, t.model_dump_json()),
+    "tasks": lambda t: (t.id, t.model_dump_json()),
+    "runs": lambda r: (r.id, r.model_dump_json()),
+    "steps": lambda s: (s.id, s.run_id, s.index, s.model_dump_json()),
+}
+_ORDER: dict[Section, str] = {
+    "globals": "id",
+    "locals": "id",
+    "transitions": "source, target",
+    "tasks": "id",
+    "runs": "id",
+    "steps": "run_id, idx, id",
+}
+
+
+def _user_errors(method: Callable[P, R]) -> Callable[P, R]:
+    """SQLite failures a user meets (locked, read-only, full, not a database) as one line;
+    an IntegrityError or a misuse of the API stays a bug."""
+
+    @functools.wraps(method)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(*args, **kwargs)
+        except (sqlite3.IntegrityError, sqlite3.ProgrammingError, sqlite3.InterfaceError):
+            raise
+        except sqlite3.Error as e:
+            store = args[0]
+            assert isinstance(store, SQLiteStore)
+            raise UserError(f"the local memory {store.path} failed: {e}; check the file or set HTAM_LOCAL_PATH") from e
+
+    return wrapper
+
+
+def _private_file(path: Path) -> None:
+    """Create the store file readable by its owner only (SQLite gives its -wal and -shm
+    journals the same mode), and tighten one that others could read."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+    info = path.stat()
+    mode = info.st_mode & 0o777
+    if mode & 0o077 and info.st_uid == os.getuid():
+        log.info("making %s private to its owner (mode %o -> 600)", path, mode)
+        path.chmod(0o600)
 
 
 def _add_counters(record: Counters, counters: Counters) -> None:
@@ -78,13 +149,13 @@ class SQLiteStore(MemoryStore):
     def __init__(self, path: Path):
         self.path = Path(path).expanduser()
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            _private_file(self.path)
             self._db = sqlite3.connect(self.path, isolation_level=None, timeout=60.0)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(SCHEMA)
         except (OSError, sqlite3.Error) as e:
             raise UserError(f"cannot open the local memory {self.path}: {e}; set HTAM_LOCAL_PATH") from e
-        self.init_schema()
 
     def close(self) -> None:
         self._db.close()
@@ -102,13 +173,24 @@ class SQLiteStore(MemoryStore):
             raise
         self._db.execute("COMMIT")
 
+    def _parse(self, model: type[M], data: str) -> M:
+        try:
+            return model.model_validate_json(data)
+        except ValidationError as e:
+            raise UserError(
+                f"the local memory {self.path} holds a {model.__name__} that does not validate"
+                f" ({e.errors()[0]['msg']}): it was edited or written by another version;"
+                " restore it from an export or run `htam memory reset`"
+            ) from e
+
     def _all(self, model: type[M], sql: str, args: tuple = ()) -> list[M]:
-        return [model.model_validate_json(row[0]) for row in self._db.execute(sql, args)]
+        return [self._parse(model, row[0]) for row in self._db.execute(sql, args)]
 
     def _one(self, model: type[M], sql: str, args: tuple) -> M | None:
         row = self._db.execute(sql, args).fetchone()
-        return model.model_validate_json(row[0]) if row else None
+        return self._parse(model, row[0]) if row else None
 
+    @_user_errors
     def init_schema(self) -> None:
         self._db.executescript(SCHEMA)
 
@@ -130,6 +212,7 @@ class SQLiteStore(MemoryStore):
     def _put_step(self, s: StepUpdate) -> None:
         self._db.execute("INSERT INTO steps VALUES (?, ?, ?, ?)", (s.id, s.run_id, s.index, s.model_dump_json()))
 
+    @_user_errors
     def seed(self, bank: SeedBank) -> SeedReport:
         with self._tx():
             for g in bank.global_nodes():
@@ -145,9 +228,11 @@ class SQLiteStore(MemoryStore):
 
     # --- reads -----------------------------------------------------------------------
 
+    @_user_errors
     def get_globals(self) -> list[GlobalNode]:
         return self._all(GlobalNode, "SELECT data FROM globals ORDER BY id")
 
+    @_user_errors
     def get_locals(self, global_id: str | None = None) -> list[LocalNode]:
         return self._all(
             LocalNode,
@@ -158,15 +243,19 @@ class SQLiteStore(MemoryStore):
     def _get_transition(self, source: str, target: str) -> Transition | None:
         return self._one(Transition, "SELECT data FROM transitions WHERE source = ? AND target = ?", (source, target))
 
+    @_user_errors
     def get_transitions(self) -> list[Transition]:
         return self._all(Transition, "SELECT data FROM transitions ORDER BY source, target")
 
+    @_user_errors
     def get_tasks(self) -> list[TaskRecord]:
         return self._all(TaskRecord, "SELECT data FROM tasks ORDER BY id")
 
+    @_user_errors
     def get_runs(self) -> list[RunRecord]:
         return self._all(RunRecord, "SELECT data FROM runs ORDER BY id")
 
+    @_user_errors
     def get_steps(self, run_id: str | None = None) -> list[StepUpdate]:
         return self._all(
             StepUpdate,
@@ -174,24 +263,44 @@ class SQLiteStore(MemoryStore):
             (run_id, run_id),
         )
 
+    def iter_section(self, section: Section) -> Iterator[SnapshotRecord]:
+        model = RECORD_TYPES[section]
+        try:
+            for (data,) in self._db.execute(f"SELECT data FROM {section} ORDER BY {_ORDER[section]}"):
+                yield self._parse(model, data)
+        except sqlite3.OperationalError as e:
+            raise UserError(f"the local memory {self.path} failed: {e}; check the file or set HTAM_LOCAL_PATH") from e
+
+    def iter_records(self) -> Generator[SnapshotItem, None, None]:
+        """In one read transaction: a consistent snapshot even while others write."""
+        self._db.execute("BEGIN")
+        try:
+            yield from super().iter_records()
+        finally:
+            self._db.execute("COMMIT")
+
+    @_user_errors
     def counts(self) -> dict[str, int]:
         return {t: self._db.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES}
 
+    @_user_errors
     def score(self, prefix: list[str], params: ScoringParams) -> list[GlobalScore]:
         globals_ = self.get_globals()
         check_prefix(prefix, (g.id for g in globals_))
         sources = sorted(set(prefix[: params.K]))
         marks = ",".join("?" * len(sources))
         edges = self._all(Transition, f"SELECT data FROM transitions WHERE source IN ({marks})", tuple(sources))
-        return score_globals(globals_, {(e.source, e.target): e for e in edges}, prefix, params)
+        return check_finite(score_globals(globals_, {(e.source, e.target): e for e in edges}, prefix, params), params)
 
     # --- run records and step updates ------------------------------------------------
 
+    @_user_errors
     def start_run(self, run: RunRecord, task: TaskRecord) -> None:
         with self._tx() as db:
             db.execute("INSERT OR IGNORE INTO tasks VALUES (?, ?)", (task.id, task.model_dump_json()))
             db.execute("INSERT OR IGNORE INTO runs VALUES (?, ?)", (run.id, run.model_dump_json()))
 
+    @_user_errors
     def record_step(self, step: StepUpdate) -> bool:
         fx = StepEffects.of(step)
         with self._tx() as db:
@@ -200,8 +309,8 @@ class SQLiteStore(MemoryStore):
                 return False
             ids = {row[0] for row in db.execute("SELECT id FROM globals")}
             loc = self._one(LocalNode, "SELECT data FROM locals WHERE id = ?", (step.local_id,))
-            run_exists = db.execute("SELECT 1 FROM runs WHERE id = ?", (step.run_id,)).fetchone()
-            check_step_refs(step, ids, loc.global_id if loc else None, bool(run_exists))
+            run = self._one(RunRecord, "SELECT data FROM runs WHERE id = ?", (step.run_id,))
+            check_step_refs(step, ids, loc.global_id if loc else None, run.task_id if run else None)
             if step.global_id is not None:
                 self._apply_to_htg(step, fx, loc)
             self._put_step(step)
@@ -231,20 +340,21 @@ class SQLiteStore(MemoryStore):
                 t.notes = [step.note, *t.notes][:MAX_EVIDENCE]
             self._put_transition(t)
 
-    def import_snapshot(self, snap: MemorySnapshot) -> None:
-        self.require_empty()
+    @_user_errors
+    def import_records(
+        self, items: Iterable[SnapshotItem], source: str = "", counts: dict[Section, int] | None = None
+    ) -> None:
+        """One transaction, the emptiness check inside it: all or nothing, and a second
+        import waits for the first and then finds the memory full."""
         with self._tx() as db:
-            for g in snap.globals:
-                self._put_global(g)
-            for loc in snap.locals:
-                self._put_local(loc)
-            for t in snap.transitions:
-                self._put_transition(t)
-            db.executemany("INSERT INTO tasks VALUES (?, ?)", [(t.id, t.model_dump_json()) for t in snap.tasks])
-            db.executemany("INSERT INTO runs VALUES (?, ?)", [(r.id, r.model_dump_json()) for r in snap.runs])
-            for s in snap.steps:
-                self._put_step(s)
+            if any(db.execute(f"SELECT EXISTS (SELECT 1 FROM {t})").fetchone()[0] for t in TABLES):
+                raise self.not_empty()
+            for section, group in groupby(checked_items(items, counts), key=lambda item: item[0]):
+                rows = (_ROW[section](record) for _, record in group)
+                while batch := list(islice(rows, BATCH)):
+                    db.executemany(_INSERT[section], batch)
 
+    @_user_errors
     def reset(self) -> None:
         with self._tx() as db:
             for t in TABLES:

@@ -7,14 +7,18 @@ computed where the data lives (Cypher in Neo4j, the Python reference for SQLite)
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
-from typing import ClassVar
+from collections.abc import Generator, Iterable, Iterator
+from datetime import datetime
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel
 
 from htam_graph.config import ScoringParams
 from htam_graph.errors import UserError
 from htam_graph.memory.models import (
+    SECTIONS,
     Counters,
     GlobalNode,
     GlobalScore,
@@ -22,6 +26,10 @@ from htam_graph.memory.models import (
     MemorySnapshot,
     Outcome,
     RunRecord,
+    Section,
+    SnapshotChecker,
+    SnapshotItem,
+    SnapshotRecord,
     StepUpdate,
     TaskRecord,
     Transition,
@@ -97,8 +105,9 @@ def check_replay(stored: StepUpdate, step: StepUpdate) -> None:
         )
 
 
-def check_step_refs(step: StepUpdate, global_ids: set[str], local_parent: str | None, run_exists: bool) -> None:
-    """Reject a step that names unknown globals, locals or runs before anything is written."""
+def check_step_refs(step: StepUpdate, global_ids: set[str], local_parent: str | None, run_task: str | None) -> None:
+    """Reject a step that names unknown globals, locals or runs (or another task than its
+    run's) before anything is written: the same rules an import checks (SnapshotChecker)."""
     for g in [step.global_id, *step.prefix] if step.global_id is not None else []:
         if g not in global_ids:
             raise UserError(f"step {step.id}: unknown global {g!r}; seed the memory or fix the id")
@@ -106,12 +115,68 @@ def check_step_refs(step: StepUpdate, global_ids: set[str], local_parent: str | 
         raise UserError(f"step {step.id}: unknown local {step.local_id!r}; seed the memory or fix the id")
     if step.local_id is not None and local_parent != step.global_id:
         raise UserError(f"step {step.id}: local {step.local_id!r} belongs to {local_parent!r}, not {step.global_id!r}")
-    if not run_exists:
+    if run_task is None:
         raise UserError(f"step {step.id}: unknown run {step.run_id!r}; start the run first")
+    if run_task != step.task_id:
+        raise UserError(f"step {step.id}: task {step.task_id!r} is not its run's task {run_task!r}")
+
+
+def check_finite(scores: list[GlobalScore], params: ScoringParams) -> list[GlobalScore]:
+    """Finite parameters can still overflow (alpha = 1e308): refuse rather than rank NaNs."""
+    if not all(math.isfinite(s.score) and math.isfinite(s.base) for s in scores):
+        raise UserError(
+            f"scoring parameters {params.model_dump()} give non-finite scores; use smaller values"
+            " (HTAM_SCORING__* or the flags of `htam memory score`)"
+        )
+    return scores
+
+
+class PendingOperation(BaseModel):
+    """An import or reset that began and has not finished (its process died, or still runs)."""
+
+    kind: Literal["import", "reset"]
+    since: datetime
+    source: str = ""
+
+
+class UnfinishedOperation(UserError):
+    """The memory holds an unfinished import or reset: nothing in it can be trusted."""
+
+    def __init__(self, where: str, pending: PendingOperation) -> None:
+        of = f" of {pending.source}" if pending.source else ""
+        fix = "to discard it, then import again" if pending.kind == "import" else "to finish it"
+        since = f"{pending.since:%Y-%m-%d %H:%M:%S %Z}"
+        super().__init__(
+            f"the memory at {where} has an unfinished {pending.kind}{of} (started {since}):"
+            f" unless it is still running, run `htam memory reset` {fix}"
+        )
+        self.pending = pending
+
+
+def checked_items(items: Iterable[SnapshotItem], counts: dict[Section, int] | None = None) -> Iterator[SnapshotItem]:
+    """The items again, each checked (SnapshotChecker) before it is handed on; at the end
+    the totals must be `counts` when given (a file changed between check and import)."""
+    checker = SnapshotChecker()
+    for section, record in items:
+        try:
+            checker.add(section, record)
+        except ValueError as e:
+            raise UserError(f"refusing the import: {e}") from e
+        yield section, record
+    try:
+        found = checker.finish()
+    except ValueError as e:
+        raise UserError(f"refusing the import: {e}") from e
+    if counts is not None and found != counts:
+        raise UserError(f"refusing the import: the file changed while it was imported ({found} != {counts})")
 
 
 class MemoryStore(ABC):
-    """One HTG memory. Use as a context manager; every method is safe across processes."""
+    """One HTG memory. Use as a context manager; every method is safe across processes.
+
+    Imports and resets are all-or-nothing as every method sees them: a store whose import
+    or reset did not finish (its process was killed, its server died) refuses every
+    operation but `reset` with UnfinishedOperation, which names `htam memory reset`."""
 
     kind: ClassVar[str]
 
@@ -155,6 +220,20 @@ class MemoryStore(ABC):
     def get_steps(self, run_id: str | None = None) -> list[StepUpdate]: ...
 
     @abstractmethod
+    def iter_section(self, section: Section) -> Iterator[SnapshotRecord]:
+        """One section's records in export order, streamed (bounded client memory)."""
+
+    def iter_records(self) -> Generator[SnapshotItem, None, None]:
+        """The whole memory, section by section in SECTIONS order (what export writes)."""
+        for section in SECTIONS:
+            for record in self.iter_section(section):
+                yield section, record
+
+    def pending_operation(self) -> PendingOperation | None:
+        """The import or reset that began and did not finish, if any."""
+        return None
+
+    @abstractmethod
     def counts(self) -> dict[str, int]:
         """Number of globals, locals, tasks, runs and steps."""
 
@@ -172,25 +251,30 @@ class MemoryStore(ABC):
         applied before; StepConflict if its id was applied with other values."""
 
     @abstractmethod
-    def import_snapshot(self, snap: MemorySnapshot) -> None:
-        """Write an exported memory as it is into this (empty) store."""
+    def import_records(
+        self, items: Iterable[SnapshotItem], source: str = "", counts: dict[Section, int] | None = None
+    ) -> None:
+        """Write a memory's records (SECTIONS order; checked again as they stream past)
+        into this store, which must be empty; `source` names them in messages and
+        `counts` are the totals a checked file announced. All or nothing as every method
+        sees it, also when this process or the server is killed midway."""
 
     @abstractmethod
     def reset(self) -> None:
-        """Delete the whole memory."""
+        """Delete the whole memory (also one whose import or reset did not finish)."""
+
+    def import_snapshot(self, snap: MemorySnapshot) -> None:
+        """Write an exported memory as it is into this (empty) store."""
+        self.import_records(snap.items(), "a snapshot")
 
     def export(self) -> MemorySnapshot:
-        return MemorySnapshot(
-            globals=self.get_globals(),
-            locals=self.get_locals(),
-            transitions=self.get_transitions(),
-            tasks=self.get_tasks(),
-            runs=self.get_runs(),
-            steps=self.get_steps(),
-        )
+        return MemorySnapshot(**{section: list(self.iter_section(section)) for section in SECTIONS})
 
     def require_empty(self) -> None:
         if any(self.counts().values()):
-            raise UserError(
-                f"memory at {self.describe()} is not empty; run `htam memory reset` first or import into another store"
-            )
+            raise self.not_empty()
+
+    def not_empty(self) -> UserError:
+        return UserError(
+            f"memory at {self.describe()} is not empty; run `htam memory reset` first or import into another store"
+        )

@@ -11,10 +11,11 @@ import pytest
 
 import htam_graph
 from htam_graph.config import ScoringParams
+from htam_graph.errors import UserError
 from htam_graph.memory import neo4j_driver
 from htam_graph.memory import neo4j_store as neo4j_store_module
 from htam_graph.memory.neo4j_store import Neo4jStore
-from htam_graph.memory.queries import QueryParameterError, checked, parameters, statements
+from htam_graph.memory.queries import QueryParameterError, checked, checked_statements, parameters, statements
 from htam_graph.resources import resource_dir
 from tests.conftest import neo4j_settings
 from tests.memory.test_store_conformance import G, make_step, seeded
@@ -41,7 +42,8 @@ def test_a_call_with_other_parameters_is_refused():
     assert parameters("step_check") == {"global_ids", "local_id", "run_id"}
     with pytest.raises(QueryParameterError, match=r"missing parameters \['run_id'\], unexpected \['run'\]"):
         checked("step_check", ["global_ids", "local_id", "run"])
-    assert parameters("reset") == frozenset()  # comments that mention $names do not count
+    assert parameters("ping") == frozenset()
+    assert parameters("reset_begin") == {"token", "since"}  # comments that mention $names do not count
 
 
 @pytest.mark.neo4j
@@ -53,17 +55,25 @@ def test_the_store_runs_every_query_with_its_declared_parameters(neo4j_store, mo
         ran.add(name)
         return checked(name, given)  # raises on any mismatch
 
+    def recording_statements(name: str, given: Iterable[str]) -> list[tuple[str, frozenset[str]]]:
+        ran.add(name)
+        return checked_statements(name, given)
+
     for module in (neo4j_store_module, neo4j_driver):
         monkeypatch.setattr(module, "checked", recording)
-    with Neo4jStore(neo4j_settings()) as store:  # connects through it too (ping, version)
+    monkeypatch.setattr(neo4j_store_module, "checked_statements", recording_statements)
+    with Neo4jStore(neo4j_settings()) as store:  # connects through it too (ping, version, memory_state)
         seeded(store)
         store.record_step(make_step(0, [G[0]], G[1], 0.5))
-        store.record_step(make_step(0, [G[0]], G[1], 0.5))  # a replay: step_claim's stored branch
+        store.record_step(make_step(0, [G[0]], G[1], 0.5))  # a replay: the stored branch
+        with pytest.raises(UserError, match="unknown run"):  # no row: step_check says why
+            store.record_step(make_step(1, [G[0]], G[1], 0.5, run="no-such-run"))
         store.score([G[0]], ScoringParams())
         snap = store.export()
         store.get_locals(G[1])
+        store.get_steps("run-1")
         store.reset()
         store.import_snapshot(snap)
         store.reset()
-    assert sorted(ran) == [f for f in CYPHER_FILES if f != "schema"]  # schema runs through statements()
-    assert statements("schema")
+    assert sorted(ran) == CYPHER_FILES
+    assert len(statements("schema")) > 1 and len(statements("reset")) > 1

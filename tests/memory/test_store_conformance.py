@@ -236,18 +236,19 @@ def test_neo4j_import_failure_leaves_the_store_empty(neo4j_store, local_store, m
     for i in range(5):
         local_store.record_step(make_step(i, [], G[i], 0.5))
     monkeypatch.setattr(mod, "BATCH", 2)  # several step batches, the second one fails
-    real, calls = mod._batches, []
+    real, calls = mod._import_batch, []
 
-    def failing(tx, name, rows, **params):
-        calls.append(name)
-        if calls.count("upsert_steps") == 2:
-            raise RuntimeError("connection lost mid-import")
-        return real(tx, name, rows, **params)
+    def failing(tx, query, rows, token):
+        calls.append(query)
+        if calls.count("import_steps") == 2:
+            raise RuntimeError("a bug mid-import")
+        return real(tx, query, rows, token)
 
-    monkeypatch.setattr(mod, "_batches", failing)
+    monkeypatch.setattr(mod, "_import_batch", failing)
     with pytest.raises(RuntimeError, match="mid-import"):
         neo4j_store.import_snapshot(local_store.export())
     assert set(neo4j_store.counts().values()) == {0}
+    assert neo4j_store.pending_operation() is None  # discarded by this process: nothing to recover
 
 
 def test_every_verdict_gives_its_reward_and_moves_its_counter(store):

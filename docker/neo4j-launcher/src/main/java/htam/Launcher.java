@@ -4,28 +4,32 @@ import java.nio.file.Path;
 import java.util.HashMap;
 import java.util.Map;
 import org.neo4j.dbms.api.DatabaseManagementService;
-import org.neo4j.graphdb.QueryExecutionException;
 import org.neo4j.server.CommunityBootstrapper;
 import org.neo4j.server.NeoBootstrapper;
 
 /**
  * Runs the Neo4j Community server (Bolt, HTTP, Browser) in this JVM with auth enabled.
  *
- * <p>Usage: {@code Launcher --home DIR [--password P] [--bolt-port 7687] [--http-port 7474]};
- * without --password it reads HTAM_NEO4J_PASSWORD, which keeps it out of `ps`. Data lives in
- * DIR/data and survives restarts. Prints {@code READY bolt://127.0.0.1:PORT} once the password
- * is set; SIGTERM stops the server through Neo4j's own shutdown hook.
+ * <p>Usage: {@code Launcher --home DIR [--bolt-port 7687] [--http-port 7474]}, with the password
+ * in HTAM_NEO4J_PASSWORD (never on the command line, where `ps` shows it). Data lives in
+ * DIR/data and survives restarts. The password is set once, on the server's first start (while
+ * Neo4j's initial password still has to be changed); an existing password is never changed, so
+ * a start with another password cannot lock its owner out: the client then finds the password
+ * rejected and says so. Prints {@code READY bolt://127.0.0.1:PORT} once the server answers;
+ * SIGTERM stops the server through Neo4j's own shutdown hook.
  */
 public final class Launcher {
-    private static final String SAME_PASSWORD = "Old password and new password cannot be the same";
 
     private Launcher() {}
 
     public static void main(String[] argv) {
         Map<String, String> args = parse(argv);
         String home = require(args, "--home");
-        args.putIfAbsent("--password", System.getenv("HTAM_NEO4J_PASSWORD"));
-        String password = require(args, "--password");
+        String password = System.getenv("HTAM_NEO4J_PASSWORD");
+        if (password == null || password.isEmpty()) {
+            System.err.println("FAILED HTAM_NEO4J_PASSWORD is not set");
+            System.exit(2);
+        }
         String boltPort = args.getOrDefault("--bolt-port", "7687");
         String httpPort = args.getOrDefault("--http-port", "7474");
 
@@ -36,10 +40,10 @@ public final class Launcher {
             System.exit(code);
         }
         try {
-            setPassword(server.getDatabaseManagementService(), password);
+            setInitialPassword(server.getDatabaseManagementService(), password);
         } catch (RuntimeException e) {
             // Neo4j's threads would keep a half-configured server alive: exit, which stops it.
-            System.err.println("FAILED could not set the password: " + e.getMessage());
+            System.err.println("FAILED could not set the initial password: " + e.getMessage());
             System.exit(1);
         }
         System.out.println("READY bolt://127.0.0.1:" + boltPort);
@@ -74,16 +78,20 @@ public final class Launcher {
         return s;
     }
 
-    /** The launcher owns the password: whatever it was, it becomes the one given. */
-    private static void setPassword(DatabaseManagementService dbms, String password) {
-        try {
-            dbms.database("system").executeTransactionally(
+    /**
+     * Sets the password of a server that still has Neo4j's initial one (a password change is
+     * required only until someone sets it: on the first start, or after a first start that was
+     * killed before this ran). A password that was set is never touched.
+     */
+    private static void setInitialPassword(DatabaseManagementService dbms, String password) {
+        var system = dbms.database("system");
+        boolean initial = system.executeTransactionally(
+                "SHOW USERS YIELD user, passwordChangeRequired WHERE user = 'neo4j' RETURN passwordChangeRequired",
+                Map.of(),
+                result -> result.hasNext() && Boolean.TRUE.equals(result.next().get("passwordChangeRequired")));
+        if (initial) {
+            system.executeTransactionally(
                     "ALTER USER neo4j SET PASSWORD $p CHANGE NOT REQUIRED", Map.of("p", password));
-        } catch (QueryExecutionException e) {
-            // Neo4j refuses to "change" a password to itself: then it is already right.
-            if (!e.getMessage().contains(SAME_PASSWORD)) {
-                throw e;
-            }
         }
     }
 
@@ -98,8 +106,8 @@ public final class Launcher {
     private static String require(Map<String, String> args, String name) {
         String value = args.get(name);
         if (value == null) {
-            System.err.println("FAILED missing " + name + " (usage: --home DIR --password P"
-                    + " (or HTAM_NEO4J_PASSWORD) [--bolt-port 7687] [--http-port 7474])");
+            System.err.println("FAILED missing " + name + " (usage: --home DIR [--bolt-port 7687]"
+                    + " [--http-port 7474], the password in HTAM_NEO4J_PASSWORD)");
             System.exit(2);
         }
         return value;

@@ -65,7 +65,8 @@ class Settings(BaseSettings):
     neo4j_password: SecretStr = SecretStr("htam-graph")
     neo4j_database: str = "neo4j"
     scoring: ScoringParams = Field(default_factory=ScoringParams)
-    # The runner (read in GPU workers too, so they follow the same settings file).
+    # The runner: resolved once by the process that starts the judge and sent with every
+    # job (runner/build.py BuildSettings); GPU processes never read the environment.
     nvcc: Path | None = Field(None, description="nvcc to use; default: PATH, the PyPI nvcc, /usr/local/cuda")
     cuda_arch: str | None = Field(None, pattern=r"^sm_\d+a?$", description="e.g. sm_90; default: the GPU's")
     cache_dir: Path | None = Field(None, description="build cache root; default: the data folder")

@@ -16,7 +16,7 @@ from htam_graph.config import Settings, load_settings
 
 console = Console()
 
-# Top-level flags that override HTAM_* environment variables and .env (pydantic-settings
+# Top-level flags that override HTAM_* environment variables and the settings file (pydantic-settings
 # gives init arguments the highest priority).
 _FLAGS = [
     click.option("--store", type=click.Choice(["auto", "local", "neo4j"]), help="Memory backend [env HTAM_STORE]."),

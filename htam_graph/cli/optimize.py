@@ -196,7 +196,7 @@ def optimize(
 def settings_with(
     base: Settings, store_kind: str | None, backend: str | None, model: str | None, base_url: str | None
 ) -> Settings:
-    """The command's flags over the global settings (flags > environment > .env)."""
+    """The command's flags over the global settings (flags > environment > the settings file)."""
     llm_given = {k: v for k, v in {"backend": backend, "model": model, "base_url": base_url}.items() if v is not None}
     update: dict[str, Any] = {"llm": LLMSettings.model_validate({**base.llm.model_dump(), **llm_given})}
     if store_kind is not None:

@@ -1,5 +1,5 @@
 """Settings of the LLM layer. They nest into htam_graph.config.Settings as `llm`, so each
-field comes from a flag, HTAM_LLM__<FIELD> in the environment, or `.env`."""
+field comes from a flag, HTAM_LLM__<FIELD> in the environment, or the settings file (config.py)."""
 
 from __future__ import annotations
 

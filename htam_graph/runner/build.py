@@ -53,7 +53,7 @@ class BuildSettings(BaseModel):
 
     @classmethod
     def resolve(cls, settings: Settings | None = None) -> BuildSettings:
-        """HTAM_NVCC / HTAM_CACHE_DIR / HTAM_CUDA_ARCH (flags, environment, .env) or their defaults."""
+        """HTAM_NVCC / HTAM_CACHE_DIR / HTAM_CUDA_ARCH (flags, environment, the settings file) or their defaults."""
         settings = settings or load_settings()
         return cls(nvcc=find_nvcc(settings), cache_dir=settings.cache_dir or data_dir(), arch=settings.cuda_arch)
 

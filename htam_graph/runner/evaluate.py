@@ -43,7 +43,7 @@ class Evaluator:
         self, config: EvalConfig | None = None, workers: int | None = None, build: BuildSettings | None = None
     ) -> None:
         """`workers`: referees (one per GPU by default); `build`: nvcc, cache and arch,
-        resolved from the settings (flags, HTAM_* environment, .env) when not given."""
+        resolved from the settings (flags, HTAM_* environment, the settings file) when not given."""
         self.config = config or EvalConfig()
         visible = visible_gpu_count()  # fails early and clearly on a machine without a GPU
         self.worker_count = workers or visible

@@ -6,11 +6,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from htam_graph.errors import UserError
 from htam_graph.llm.base import Usage
+from htam_graph.yamlfile import load_yaml
 
 SHIPPED = Path(__file__).with_name("prices.yaml")
 _DATED = re.compile(r"-\d{8}$")  # claude-haiku-4-5-20251001 -> claude-haiku-4-5
@@ -75,19 +74,7 @@ def priced_usage(
 
 
 def _read(path: Path) -> dict[str, Price]:
-    fix = "fix the file or HTAM_LLM__PRICES"
-    try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as e:
-        raise UserError(f"price file {path}: {e.strerror}; {fix}") from None
-    except yaml.YAMLError as e:
-        raise UserError(f"price file {path} is not YAML or JSON: {str(e).splitlines()[0]}; {fix}") from None
-    try:
-        return _TABLE.validate_python(data or {})
-    except ValidationError as e:
-        err = e.errors()[0]
-        where = ".".join(str(p) for p in err["loc"]) or "<top level>"
-        raise UserError(
-            f"price file {path}: {where}: {err['msg']} (expected model: {{input, output, cache_write, cache_read}} "
-            f"in USD per million tokens); {fix}"
-        ) from None
+    return load_yaml(
+        path, _TABLE, "price file", "fix the file or HTAM_LLM__PRICES",
+        expected="expected model: {input, output, cache_write, cache_read} in USD per million tokens",
+    )  # fmt: skip

@@ -31,10 +31,11 @@ from pathlib import Path
 from typing import Any, Self
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from htam_graph.errors import UserError
 from htam_graph.llm.base import Completion, LLMClient, Prompt, T, parse_answer, validate_answer
+from htam_graph.yamlfile import load_yaml
 
 logger = logging.getLogger(__name__)
 
@@ -177,18 +178,7 @@ _BlockDumper.add_representer(str, _str)
 
 
 def _load(path: Path) -> Script:
-    try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as e:
-        raise UserError(f"script {path}: {e.strerror}; pass an existing script file") from None
-    except yaml.YAMLError as e:
-        raise UserError(f"script {path} is not YAML or JSON: {str(e).splitlines()[0]}") from None
-    try:
-        return Script.model_validate(data or {})
-    except ValidationError as e:
-        err = e.errors()[0]
-        where = ".".join(str(p) for p in err["loc"]) or "<top level>"
-        raise UserError(f"script {path}: {where}: {err['msg']} (see htam_graph/llm/script.py for the format)") from None
+    return load_yaml(path, Script, "script", "see htam_graph/llm/script.py for the format")
 
 
 def _read_side_file(script: Path, name: str) -> str:

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, model_validator
 
-from htam_graph.errors import UserError
 from htam_graph.memory.models import ID_PATTERN, LOCAL_ID_PATTERN, GlobalNode, LocalNode, Transition
 from htam_graph.vocab import OperatorFamily
+from htam_graph.yamlfile import load_yaml
 
 DEFAULT_BANK = Path(__file__).with_name("seed_bank.yaml")
 
@@ -94,27 +93,6 @@ class SeedBank(BaseModel, extra="forbid", allow_inf_nan=False):
         ]
 
 
-def _field_path(loc: tuple) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "(top level)"
-
-
 def load_seed_bank(path: Path | None = None) -> SeedBank:
     """Load and validate a seed bank; any problem is a UserError naming file and field."""
-    path = Path(path) if path else DEFAULT_BANK
-    try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as e:
-        raise UserError(f"cannot read seed bank {path}: {e.strerror}; pass an existing YAML file") from e
-    except yaml.YAMLError as e:
-        raise UserError(f"seed bank {path} is not valid YAML: {str(e).splitlines()[0]}") from e
-    try:
-        return SeedBank.model_validate(data)
-    except ValidationError as e:
-        err = e.errors()[0]
-        raise UserError(
-            f"seed bank {path}: field {_field_path(err['loc'])}: {err['msg']} "
-            f"(fix the YAML; {e.error_count()} problem(s) in all)"
-        ) from None
+    return load_yaml(Path(path) if path else DEFAULT_BANK, SeedBank, "seed bank", "fix the YAML or pass another file")

@@ -99,12 +99,15 @@ responses:
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ("responses:\n  - {template: generate}\n", r"responses.0: Value error, give exactly one of text, file, answer"),
+        (
+            "responses:\n  - {template: generate}\n",
+            r"responses\[0\]: Value error, give exactly one of text, file, answer",
+        ),
         (
             "responses:\n  - {template: g, text: a, file: b}\n",
             r"give exactly one of text, file, answer \(got text, file\)",
         ),
-        ("responses:\n  - {template: g, txt: a}\n", r"responses.0.txt: Extra inputs are not permitted"),
+        ("responses:\n  - {template: g, txt: a}\n", r"responses\[0\].txt: Extra inputs are not permitted"),
         ("- {template: g, text: a}\n", r"<top level>: Input should be a valid dictionary"),
         ("responses: [\n", r"is not YAML or JSON"),
         ("responses:\n  - {template: g, file: missing.py}\n", r"cannot read missing.py"),

@@ -321,11 +321,9 @@ class Optimizer:
 
     def _similar_steps(self) -> list[RetrievedStep]:
         """The flat baseline's memory: past steps of this task first, then others, best first."""
-        past = [s for s in self.store.get_steps() if s.run_id != self.run_record.id]
-        past.sort(key=lambda s: (s.task_id != self.task.id, -s.reward))
         return [
             RetrievedStep(task_id=s.task_id, local_id=s.local_id, verdict=s.verdict, speedup=s.speedup, note=s.note)
-            for s in past[:FLAT_TOP_K]
+            for s in self.store.best_steps(self.task.id, exclude_run=self.run_record.id, limit=FLAT_TOP_K)
         ]
 
     # -- candidates -----------------------------------------------------------------------

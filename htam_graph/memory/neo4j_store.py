@@ -257,6 +257,10 @@ class Neo4jStore(MemoryStore):
             return [s for s in self.iter_section("steps") if isinstance(s, StepUpdate)]
         return [_step(r["p"]) for r in self._read("read_steps", run_ids=[run_id])]
 
+    @user_errors("reading steps")
+    def best_steps(self, task_id: str, exclude_run: str, limit: int) -> list[StepUpdate]:
+        return [_step(r["p"]) for r in self._read("best_steps", task_id=task_id, exclude_run=exclude_run, limit=limit)]
+
     def iter_section(self, section: Section) -> Iterator[SnapshotRecord]:
         return streamed_user_errors(self._section(section), self.uri, "reading the memory")
 

@@ -263,6 +263,15 @@ class SQLiteStore(MemoryStore):
             (run_id, run_id),
         )
 
+    @_user_errors
+    def best_steps(self, task_id: str, exclude_run: str, limit: int) -> list[StepUpdate]:
+        return self._all(
+            StepUpdate,
+            "SELECT data FROM steps WHERE run_id != ? ORDER BY json_extract(data, '$.task_id') != ?, "
+            "json_extract(data, '$.reward') DESC, run_id, idx, id LIMIT ?",
+            (exclude_run, task_id, limit),
+        )
+
     def iter_section(self, section: Section) -> Iterator[SnapshotRecord]:
         model = RECORD_TYPES[section]
         try:

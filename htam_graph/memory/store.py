@@ -220,6 +220,12 @@ class MemoryStore(ABC):
     def get_steps(self, run_id: str | None = None) -> list[StepUpdate]: ...
 
     @abstractmethod
+    def best_steps(self, task_id: str, exclude_run: str, limit: int) -> list[StepUpdate]:
+        """The flat baseline's retrieval: up to `limit` steps of other runs than
+        `exclude_run`, those of `task_id` first, then by reward (highest first), then in
+        (run, index, id) order; the store does the ranking, so it never reads every step."""
+
+    @abstractmethod
     def iter_section(self, section: Section) -> Iterator[SnapshotRecord]:
         """One section's records in export order, streamed (bounded client memory)."""
 

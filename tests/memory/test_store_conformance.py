@@ -348,3 +348,27 @@ def test_transitions_keep_the_newest_notes(store):
         store.record_step(make_step(i, [G[0]], G[1], 0.0))
     edge = next(t for t in store.get_transitions() if (t.source, t.target) == (G[0], G[1]))
     assert edge.notes == [f"step {i}" for i in reversed(range(3, MAX_EVIDENCE + 3))]
+
+
+def test_best_steps_rank_this_task_first_then_reward(store):
+    """The flat baseline's retrieval, ranked by the store, equals the same ranking of
+    every step in Python (stable over (run, index, id) order)."""
+    seeded(store, "run-1")
+    store.start_run(
+        RunRecord(id="run-2", task_id="level1/2_Other", config=RunConfig(steps=3), started_at=STARTED),
+        TaskRecord(id="level1/2_Other"),
+    )
+    store.start_run(RunRecord(id="run-3", task_id="level1/1_Toy", config=RunConfig(steps=3), started_at=STARTED),
+                    TaskRecord(id="level1/1_Toy"))  # fmt: skip
+    rewards = {"run-1": [0.5, -1.0, 0.0], "run-2": [1.0, 0.25, -1.0], "run-3": [0.0, 0.5, 0.25]}
+    for run, values in rewards.items():
+        for i, r in enumerate(values):
+            step = make_step(i, [], G[i], r, run=run)
+            if run == "run-2":
+                step = step.model_copy(update={"task_id": "level1/2_Other"})
+            assert store.record_step(step)
+    every = store.get_steps()
+    for exclude, limit in (("run-3", 5), ("run-1", 4), ("none", 20)):
+        others = [s for s in every if s.run_id != exclude]
+        expected = sorted(others, key=lambda s: (s.task_id != "level1/1_Toy", -s.reward))
+        assert store.best_steps("level1/1_Toy", exclude_run=exclude, limit=limit) == expected[:limit]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import random
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -81,6 +82,17 @@ class Direction(BaseModel):
     scores: list[GlobalScore] = Field(default_factory=list)
     transitions: list[TransitionView] = Field(default_factory=list)
     retrieved: list[RetrievedStep] = Field(default_factory=list)
+
+
+def hierarchy_free_locals(
+    locals_: list[LocalView], alpha: float, rng: random.Random, k: int = HIERARCHY_FREE_LOCALS
+) -> list[LocalView]:
+    """htam-no-hierarchy's offer: the k locals of all globals with the highest shrunk mean
+    reward, ties in a seeded random order (on a fresh memory every local ties at 0, and a
+    fixed order would offer the same k strategies at every step of every run)."""
+    shuffled = list(locals_)
+    rng.shuffle(shuffled)
+    return sorted(shuffled, key=lambda v: -v.shrunk_mean_reward(alpha))[:k]
 
 
 class Optimizer:
@@ -273,10 +285,9 @@ class Optimizer:
                 direction.local, direction.local_fallback = self._choose_local(state, direction, locals_)
             return direction
         if self.method == Method.HTAM_NO_HIERARCHY:
-            ranked = sorted(
-                (LocalView.of(loc) for loc in self.store.get_locals()),
-                key=lambda v: -v.shrunk_mean_reward(self.params.alpha),
-            )[:HIERARCHY_FREE_LOCALS]
+            views = [LocalView.of(loc) for loc in self.store.get_locals()]
+            rng = self.policy.rng(state.step_index, "hierarchy-free")
+            ranked = hierarchy_free_locals(views, self.params.alpha, rng)
             local, fallback = self._choose_local(state, Direction(), ranked)
             glob = next(g for g in self.store.get_globals() if g.id == local.global_id)
             return Direction(glob=GlobalView.of(glob), local=local, local_fallback=fallback)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, get_args
+from typing import TYPE_CHECKING
 
 import click
 from rich.console import Console
@@ -17,10 +17,9 @@ from htam_graph.bench.plan import BenchConfig, Layout, MemorySource, TaskEntry, 
 from htam_graph.bench.run import run_bench
 from htam_graph.bench.suite import resolve_suite
 from htam_graph.bench.worker import BenchJob, read_snapshot
-from htam_graph.cli.common import print_json, print_table, settings
+from htam_graph.cli.common import llm_options, print_json, print_table, settings
 from htam_graph.cli.optimize import MEMORY_METHODS, settings_with
 from htam_graph.errors import UserError
-from htam_graph.llm.settings import Backend
 from htam_graph.loop.clients import make_client
 from htam_graph.memory.models import RunConfig
 from htam_graph.vocab import Method
@@ -66,17 +65,7 @@ EVALUATORS = ["auto", "gpu", "stand-in"]
     show_default=True,
     help="The bench's folder; the same command with the same --out continues an interrupted bench.",
 )
-@click.option(
-    "--llm", "backend", type=click.Choice(get_args(Backend)), help="Who writes the kernels [env HTAM_LLM__BACKEND]."
-)
-@click.option("--model", help="Model id [env HTAM_LLM__MODEL].")
-@click.option("--base-url", help="Endpoint of an OpenAI-compatible server [env HTAM_LLM__BASE_URL].")
-@click.option(
-    "--script",
-    "script_path",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="Responses for --llm script; every run replays it from the start.",
-)
+@llm_options("Responses for --llm script; every run replays it from the start.")
 @click.option(
     "--evaluator",
     type=click.Choice(EVALUATORS),

@@ -1,11 +1,12 @@
-"""What every command shares: the settings flags, and rendering tables or JSON."""
+"""What every command shares: the settings flags, the LLM's flags, and rendering tables or JSON."""
 
 from __future__ import annotations
 
 import json
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeVar, get_args
 
 import click
 from rich.console import Console
@@ -13,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from htam_graph.config import Settings, load_settings
+from htam_graph.llm.settings import Backend
 
 console = Console()
 
@@ -28,6 +30,39 @@ _FLAGS = [
     click.option("--neo4j-password", help="Neo4j password [env HTAM_NEO4J_PASSWORD]."),
     click.option("--neo4j-database", help="Neo4j database name [env HTAM_NEO4J_DATABASE]."),
 ]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def llm_options(script_help: str) -> Callable[[F], F]:
+    """--llm, --model, --base-url and --script, for the commands that run the loop
+    (htam optimize, htam bench); `script_help` says how that command replays a script."""
+    options = [
+        click.option(
+            "--llm",
+            "backend",
+            type=click.Choice(get_args(Backend)),
+            help="Who writes the kernels [env HTAM_LLM__BACKEND; default anthropic].",
+        ),
+        click.option("--model", help="Model id [env HTAM_LLM__MODEL]."),
+        click.option(
+            "--base-url",
+            help="Endpoint of an OpenAI-compatible server, e.g. https://api.deepseek.com [env HTAM_LLM__BASE_URL].",
+        ),
+        click.option(
+            "--script",
+            "script_path",
+            type=click.Path(exists=True, dir_okay=False, path_type=Path),
+            help=script_help,
+        ),
+    ]
+
+    def apply(command: F) -> F:
+        for option in reversed(options):
+            command = option(command)
+        return command
+
+    return apply
 
 
 class _LevelFormatter(logging.Formatter):

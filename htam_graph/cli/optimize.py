@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from htam_graph.catalog import DEMO_REPLAY
-from htam_graph.cli.common import print_json, print_table, settings
+from htam_graph.cli.common import llm_options, print_json, print_table, settings
 from htam_graph.config import Settings
 from htam_graph.errors import UserError
 from htam_graph.llm.base import LLMError
@@ -45,23 +45,7 @@ DEFAULT_OUT = Path("htam-runs")
     help="HTAM, an ablation (htam-no-prefix, htam-no-local, htam-no-hierarchy) or a baseline "
     "(vanilla, feedback, flat); docs/method.md.",
 )
-@click.option(
-    "--llm",
-    "backend",
-    type=click.Choice(["anthropic", "openai", "script", "catalog"]),
-    help="Who writes the kernels [env HTAM_LLM__BACKEND; default anthropic].",
-)
-@click.option("--model", help="Model id [env HTAM_LLM__MODEL].")
-@click.option(
-    "--base-url",
-    help="Endpoint of an OpenAI-compatible server, e.g. https://api.deepseek.com [env HTAM_LLM__BASE_URL].",
-)
-@click.option(
-    "--script",
-    "script_path",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="Responses to replay with --llm script (a run folder's responses.yaml, or your own).",
-)
+@llm_options("Responses to replay with --llm script (a run folder's responses.yaml, or your own).")
 @click.option(
     "--evaluator",
     type=click.Choice(["auto", "gpu", "stand-in", "replay"]),

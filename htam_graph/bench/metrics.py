@@ -77,6 +77,21 @@ def per_seed(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["method", "seed", *METRICS])
 
 
+def per_family(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per operator family and method: the metrics over the family's tasks, the mean
+    over seeds. A `supported` row per method covers every family but `unsupported` (the
+    tasks the strategy catalog has a kernel for) when some task is unsupported."""
+    groups = [(family, group) for family, group in runs.groupby("family", sort=True)]
+    if "unsupported" in runs["family"].values and len(groups) > 1:
+        groups.append(("supported", runs[runs["family"] != "unsupported"]))
+    rows = []
+    for family, group in groups:
+        seeds = per_seed(group)
+        for method, mine in seeds.groupby("method", sort=False):
+            rows.append({"family": family, "method": method, **mine.drop(columns=["method", "seed"]).mean().to_dict()})
+    return pd.DataFrame(rows, columns=["family", "method", *METRICS])
+
+
 def per_method(seeds: pd.DataFrame) -> pd.DataFrame:
     """The mean of every metric over seeds, with its standard deviation (`<metric>_std`,
     NaN for one seed) and the number of seeds."""

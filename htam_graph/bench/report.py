@@ -16,7 +16,7 @@ from matplotlib.figure import Figure  # the object API: no pyplot, no global bac
 from matplotlib.ticker import FixedLocator, FormatStrFormatter, NullLocator
 from pydantic import BaseModel
 
-from htam_graph.bench.metrics import FAST_P, fast_p_curve, per_method, per_seed
+from htam_graph.bench.metrics import FAST_P, fast_p_curve, per_family, per_method, per_seed
 from htam_graph.bench.plan import BenchManifest, Layout, streams
 from htam_graph.bench.results import Results, collect, write_tables
 from htam_graph.errors import UserError
@@ -79,13 +79,15 @@ def _none_for_nan(value: Any) -> Any:
 
 
 def write_report(layout: Layout, manifest: BenchManifest, results: Results) -> pd.DataFrame:
-    """results/metrics.csv (per method), results/metrics_per_seed.csv, plots/*.png and
-    report.md; returns the metrics per method."""
+    """results/metrics.csv (per method), results/metrics_per_seed.csv,
+    results/metrics_per_family.csv, plots/*.png and report.md; returns the metrics per method."""
     seeds = per_seed(results.runs)
     methods = per_method(seeds)
+    families = per_family(results.runs)
     layout.results.mkdir(parents=True, exist_ok=True)
     seeds.to_csv(layout.results / "metrics_per_seed.csv", index=False)
     methods.to_csv(layout.results / "metrics.csv", index=False)
+    families.to_csv(layout.results / "metrics_per_family.csv", index=False)
     layout.plots.mkdir(parents=True, exist_ok=True)
     plots = {
         "fast_p": _plot_fast_p(results.runs),
@@ -94,7 +96,7 @@ def write_report(layout: Layout, manifest: BenchManifest, results: Results) -> p
     }
     for name, figure in plots.items():
         figure.savefig(layout.plots / f"{name}.png", dpi=120)
-    text = _markdown(manifest, results, seeds, methods)
+    text = _markdown(manifest, results, seeds, methods, families)
     tmp = layout.report.with_name(f".{layout.report.name}.tmp")
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(layout.report)
@@ -218,7 +220,9 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def _markdown(manifest: BenchManifest, results: Results, seeds: pd.DataFrame, methods: pd.DataFrame) -> str:
+def _markdown(
+    manifest: BenchManifest, results: Results, seeds: pd.DataFrame, methods: pd.DataFrame, families: pd.DataFrame
+) -> str:
     config, runs = manifest.config, results.runs
     evaluator = config.evaluator
     devices = sorted(set(runs["device"]))
@@ -319,6 +323,25 @@ def _markdown(manifest: BenchManifest, results: Results, seeds: pd.DataFrame, me
             seed_rows,
         )
     )
+    parts.append("## Per operator family")
+    parts.append(
+        "Tasks grouped by the operator family the strategy catalog recognises in their graph "
+        "(`unsupported`: no catalog kernel for it; `supported`: every task but those), then the same metrics, "
+        "the mean over seeds."
+    )
+    family_rows = [
+        [
+            f["family"],
+            f["method"],
+            f"{f['tasks']:.0f}",
+            _share(f["correct"], math.nan),
+            _share(f["fast_1"], math.nan),
+            _times(f["geomean"], math.nan),
+            _times(f["geomean_compile"], math.nan, "not timed"),
+        ]
+        for _, f in families.iterrows()
+    ]
+    parts.append(_table(["family", "method", "tasks", "correct", "fast_1", "geomean", "vs torch.compile"], family_rows))
     parts.append("## Per task")
     parts.append("Best correct speedup over eager of each seed's run (✗: no correct candidate).")
     parts.append(_per_task(runs, [m.value for m in config.methods]))
@@ -337,12 +360,12 @@ def _compile_reference(evaluator: str, asked: bool, runs: pd.DataFrame) -> str:
 def _per_task(runs: pd.DataFrame, methods: list[str]) -> str:
     rows = []
     for task_id, group in runs.groupby("task_id", sort=False):
-        cells = [f"`{task_id}`"]
+        cells = [f"`{task_id}`", str(group["family"].iloc[0])]
         for method in methods:
             mine = group[group["method"] == method].sort_values("seed")
             cells.append(" / ".join(f"{r.speedup:.2f}" if r.correct else "✗" for r in mine.itertuples()))
         rows.append(cells)
-    return _table(["task", *methods], rows)
+    return _table(["task", "family", *methods], rows)
 
 
 DEFINITIONS = """## Definitions

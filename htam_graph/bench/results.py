@@ -4,6 +4,8 @@ bench that was interrupted and continued are those of one that never stopped."""
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import logging
 from pathlib import Path
 
@@ -11,11 +13,14 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict
 
 from htam_graph.bench.plan import TRAJECTORY, BenchManifest, Layout, RunSpec, Stream
+from htam_graph.catalog.families import recognize
+from htam_graph.catalog.ir import Unsupported
 from htam_graph.llm.base import Usage
 from htam_graph.loop.optimizer import load_steps
 from htam_graph.loop.records import RunManifest, RunSummary, StepRecord
 from htam_graph.loop.runs import MANIFEST
 from htam_graph.runner.models import EvalResult
+from htam_graph.tasks import builtin_suite_dir, load_tasks
 from htam_graph.vocab import Verdict
 
 log = logging.getLogger(__name__)
@@ -24,8 +29,10 @@ log = logging.getLogger(__name__)
 STEP_VERDICTS = [v for v in Verdict if v != Verdict.CHECKED]
 USAGE = ["input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "cost_usd"]
 _FLOATS = {"speedup": "float64", "speedup_compile": "float64", "cost_usd": "float64"}
+UNSUPPORTED, UNKNOWN = "unsupported", "unknown"  # families of tasks the catalog has no kernel for, or not read
 RUN_TYPES = {
     **_FLOATS,
+    "family": "string",
     "level": "Int64",
     "best_step": "Int64",
     "candidate_ms": "float64",
@@ -45,6 +52,7 @@ class Results(BaseModel):
 def collect(layout: Layout, manifest: BenchManifest, streams: list[Stream]) -> Results:
     """The finished runs of the grid (in grid order) and their steps."""
     levels = {t.id: t.level for t in manifest.config.tasks}
+    families = {t.id: task_family(t.path, t.sha256) for t in manifest.config.tasks}
     runs: list[dict] = []
     steps: list[dict] = []
     for spec in (spec for stream in streams for spec in stream.runs):
@@ -52,9 +60,37 @@ def collect(layout: Layout, manifest: BenchManifest, streams: list[Stream]) -> R
             continue
         folder = layout.run(spec)
         records = load_steps(folder)
-        runs.append(_run_row(spec, folder, records, manifest.tag, levels[spec.task_id]))
+        runs.append(_run_row(spec, folder, records, manifest.tag, levels[spec.task_id], families[spec.task_id]))
         steps.extend(_step_row(spec, record) for record in records)
     return Results(runs=_typed(pd.DataFrame(runs), RUN_TYPES), steps=_typed(pd.DataFrame(steps), STEP_TYPES))
+
+
+@functools.cache
+def task_family(path: str, sha256: str) -> str:
+    """The task's operator family as the strategy catalog recognises it from its graph
+    (docs/catalog.md); `unsupported` when the catalog has no kernel for it. The source is
+    the file the bench ran when it is still there, else the built-in task with the same
+    hash (a bench reported on another machine), else the family is `unknown`."""
+    source = _source(Path(path), sha256)
+    if source is None:
+        return UNKNOWN
+    try:
+        return recognize(source).family.value
+    except Unsupported:
+        return UNSUPPORTED
+    except Exception as e:  # a task that does not even build on meta tensors here
+        log.info("%s: no family (%s: %s)", path, type(e).__name__, e)
+        return UNSUPPORTED
+
+
+def _source(path: Path, sha256: str) -> str | None:
+    try:
+        source = path.read_text()
+        if hashlib.sha256(source.encode("utf-8")).hexdigest() == sha256:
+            return source
+    except OSError:
+        pass
+    return next((t.source for t in load_tasks(builtin_suite_dir()) if t.sha256 == sha256), None)
 
 
 def _typed(frame: pd.DataFrame, types: dict[str, str]) -> pd.DataFrame:
@@ -94,7 +130,7 @@ def _usage(usage: Usage) -> dict[str, float | int | None]:
     return {name: getattr(usage, name) for name in USAGE}
 
 
-def _run_row(spec: RunSpec, folder: Path, records: list[StepRecord], tag: str, level: int | None) -> dict:
+def _run_row(spec: RunSpec, folder: Path, records: list[StepRecord], tag: str, level: int | None, family: str) -> dict:
     manifest = RunManifest.model_validate_json((folder / MANIFEST).read_text())
     summary = RunSummary.model_validate_json((folder / TRAJECTORY).read_text())
     best = _best(records)
@@ -105,6 +141,7 @@ def _run_row(spec: RunSpec, folder: Path, records: list[StepRecord], tag: str, l
         "run_id": spec.run_id,
         "task_id": spec.task_id,
         "level": level,
+        "family": family,
         "method": spec.method.value,
         "seed": spec.seed,
         "llm": manifest.llm,

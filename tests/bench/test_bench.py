@@ -6,6 +6,7 @@ is killed mid-run and continued, and must end exactly where the first did."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import signal
@@ -18,10 +19,12 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from htam_graph.bench.metrics import task_metrics
+from htam_graph.bench.metrics import per_family, task_metrics
+from htam_graph.bench.results import task_family
 from htam_graph.cli import cli
 from htam_graph.errors import UserError
 from htam_graph.memory.sqlite_store import SQLiteStore
+from htam_graph.tasks import builtin_suite_dir, load_tasks
 from tests.bench.example import bench_args, environment, htam
 from tests.bench.fake_llm import MODEL, SCRIPT, BenchAnthropic, env
 
@@ -233,6 +236,49 @@ def test_compile_metrics_count_failed_tasks_as_one_and_leave_out_untimed_ones():
     assert m["compile_timed"] == 2
     assert m["geomean_compile"] == pytest.approx((1.0 * 0.25 * 1.0) ** (1 / 3))  # the failed task counts 1.0
     assert m["geomean_compile_correct"] == pytest.approx((1.0 * 0.25) ** 0.5)
+
+
+def test_tasks_are_grouped_by_the_family_the_catalog_recognises(finished):
+    out, _, _ = finished
+    runs = pd.read_csv(out / "results" / "runs.csv")
+    assert set(runs["family"]) == {"elementwise"}  # ReLU and GELU
+    report = (out / "report.md").read_text()
+    assert "## Per operator family" in report and "| elementwise | htam | 2 |" in report
+    assert "| `level1/19_ReLU` | elementwise |" in report
+    assert len(pd.read_csv(out / "results" / "metrics_per_family.csv")) == len(METHODS)
+
+
+def test_a_task_file_gone_is_found_in_the_suite_by_its_hash_and_otherwise_unknown(tmp_path):
+    relu = next(t for t in load_tasks(builtin_suite_dir()) if t.id == "level1/19_ReLU")
+    assert task_family(str(tmp_path / "elsewhere.py"), relu.sha256) == "elementwise"
+    assert task_family(str(tmp_path / "elsewhere.py"), "0" * 64) == "unknown"
+    odd = tmp_path / "odd.py"
+    odd.write_text("import torch\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n"
+                   "        return torch.linalg.svd(x).S\n\ndef get_inputs():\n    return [torch.rand(8, 8)]\n\n"
+                   "def get_init_inputs():\n    return []\n")  # fmt: skip
+    assert task_family(str(odd), hashlib.sha256(odd.read_bytes()).hexdigest()) == "unsupported"
+
+
+def test_per_family_adds_the_supported_tasks_when_some_are_unsupported():
+    zeros = {
+        c: [0.0] * 3 for c in ("cost_usd", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+    }
+    runs = pd.DataFrame(
+        {
+            "method": ["htam"] * 3,
+            "seed": [0] * 3,
+            "family": ["norm", "unsupported", "softmax"],
+            "correct": [True, False, True],
+            "speedup": [2.0, math.nan, 0.5],
+            "speedup_compile": [math.nan] * 3,
+            **zeros,
+        }
+    )
+    table = per_family(runs).set_index("family")
+    assert list(table.index) == ["norm", "softmax", "unsupported", "supported"]
+    assert table.loc["supported", "tasks"] == 2 and table.loc["supported", "correct"] == 1.0
+    assert table.loc["supported", "geomean"] == pytest.approx(1.0)
+    assert table.loc["unsupported", "correct"] == 0.0
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,32 @@
+"""bench/bench_catalog.py is `htam bench` with the catalog's defaults (a stand-in run here)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.nvcc  # the stand-in builds every candidate with nvcc
+
+
+def test_the_catalog_benchmark_is_htam_bench_with_the_catalogs_defaults(tmp_path: Path) -> None:
+    out = tmp_path / "bench"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HTAM_")}
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "bench_catalog.py"), "level1/10_RMSNorm",
+         "--evaluator", "stand-in", "--steps", "2", "--out", str(out)],
+        cwd=tmp_path, env={**env, "PYTHONPATH": str(REPO), "HOME": str(tmp_path)},
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    runs = pd.read_csv(out / "results" / "runs.csv")
+    assert runs["method"].tolist() == ["htam", "feedback", "htam-no-prefix"]
+    assert set(runs["llm"]) == {"catalog:catalog-v1"} and set(runs["family"]) == {"norm"}
+    assert (runs["steps_planned"] == 2).all()  # the command's --steps overrides the default 6
+    report = (out / "report.md").read_text()
+    assert "bench/bench_catalog.py" in report and "## Per operator family" in report

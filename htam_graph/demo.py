@@ -25,7 +25,7 @@ from htam_graph.errors import UserError
 from htam_graph.loop.evaluators import CandidateEvaluator, RecordingEvaluator, make_evaluator
 from htam_graph.loop.optimizer import Optimizer
 from htam_graph.loop.records import RunSummary, StepRecord
-from htam_graph.loop.runs import create_run, task_context
+from htam_graph.loop.runs import create_run
 from htam_graph.memory import open_store
 from htam_graph.memory.models import RunConfig
 from htam_graph.memory.seed import load_seed_bank
@@ -113,7 +113,6 @@ def run_demo(
                         client=client,
                         evaluator=judge,
                         task=task,
-                        context=task_context(task),
                         manifest=manifest,
                         folder=folder,
                         observe=step_view,

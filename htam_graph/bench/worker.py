@@ -25,7 +25,7 @@ from htam_graph.loop.clients import make_client
 from htam_graph.loop.evaluators import CandidateEvaluator, make_evaluator
 from htam_graph.loop.optimizer import Optimizer, load_steps
 from htam_graph.loop.records import atomic_write
-from htam_graph.loop.runs import create_run, open_run, task_context
+from htam_graph.loop.runs import create_run, open_run
 from htam_graph.memory.models import MemorySnapshot, RunConfig
 from htam_graph.memory.seed import load_seed_bank
 from htam_graph.memory.sqlite_store import SQLiteStore
@@ -136,7 +136,6 @@ def _run(
             client=client,
             evaluator=judge,
             task=task,
-            context=task_context(task),
             manifest=manifest,
             folder=folder,
             max_cost=config.max_cost,

@@ -34,6 +34,7 @@ from htam_graph.loop.records import (
     TrajectoryStep,
     atomic_write,
 )
+from htam_graph.loop.runs import task_context
 from htam_graph.loop.state import (
     Candidate,
     GlobalView,
@@ -105,14 +106,17 @@ class Optimizer:
         client: LLMClient,
         evaluator: CandidateEvaluator,
         task: Task,
-        context: TaskContext,
         manifest: RunManifest,
         folder: Path,
         max_cost: float | None = None,
         observe: Callable[[StepRecord, RunSummary], None] | None = None,
+        context: TaskContext | None = None,
     ) -> None:
+        """`context`: the task's dtype and shapes when the caller has them already
+        (task_context(task) otherwise)."""
         self.store, self.client, self.evaluator = store, client, evaluator
-        self.task, self.context, self.manifest, self.folder = task, context, manifest, folder
+        self.task, self.manifest, self.folder = task, manifest, folder
+        self.context = context if context is not None else task_context(task)
         self.run_record = manifest.run
         self.method = self.run_record.method
         self.params: ScoringParams = self.run_record.config.scoring

@@ -18,7 +18,7 @@ from htam_graph.config import ScoringParams
 from htam_graph.loop.evaluators import StandInEvaluator
 from htam_graph.loop.optimizer import Optimizer
 from htam_graph.loop.records import RunSummary, StepRecord
-from htam_graph.loop.runs import create_run, task_context
+from htam_graph.loop.runs import create_run
 from htam_graph.memory.models import RunConfig
 from htam_graph.memory.seed import load_seed_bank
 from htam_graph.memory.sqlite_store import SQLiteStore
@@ -49,7 +49,6 @@ def run(task: str, method: Method, steps: int, tmp: Path, store: SQLiteStore, ru
         client=client,
         evaluator=judge,
         task=resolved,
-        context=task_context(resolved),
         manifest=manifest,
         folder=folder,
     ).run()

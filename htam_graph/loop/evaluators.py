@@ -73,7 +73,19 @@ STAND_IN_DEVICE = (
 )
 
 
-class StandInEvaluator:
+class _HoldsNothing:
+    """An evaluator without processes or a device to hold: entering and leaving do nothing."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        return None
+
+
+class StandInEvaluator(_HoldsNothing):
     """Stands in for the GPU where there is none (CI, a laptop): the static cheat checks
     and the nvcc build are the runner's own; a candidate that passes both is called `ok`
     with a synthetic time derived from its content hash (eager 1.0 ms, candidate 0.5-2.0
@@ -85,14 +97,6 @@ class StandInEvaluator:
 
     def __init__(self) -> None:
         self.target = f"an NVIDIA GPU of architecture {gpu_arch()}"
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        return None
 
     def evaluate(self, task: Task, source: str) -> EvalResult:
         result = precheck(task, source)
@@ -162,7 +166,7 @@ def save_recording(path: Path, recording: Recording) -> None:
     os.replace(tmp, path)
 
 
-class ReplayEvaluator:
+class ReplayEvaluator(_HoldsNothing):
     """Serves results a GPU recorded (`htam demo --record FILE`), by task and candidate
     hash: the whole loop runs for real on a machine without a GPU, and every result it
     uses is one the GPU judge produced. A candidate that was not recorded is an error."""
@@ -175,14 +179,6 @@ class ReplayEvaluator:
         when = self.recording.recorded_at.date().isoformat()
         self.device = f"replay of {self.recording.device} results recorded {when} ({path.name})"
         self.target = self.recording.target
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        return None
 
     def evaluate(self, task: Task, source: str) -> EvalResult:
         key = replay_key(task, source)

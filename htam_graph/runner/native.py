@@ -132,7 +132,8 @@ def _parse_param(kernel: str, index: int, text: str) -> Param:
 
 # --- argument marshalling ---------------------------------------------------------------
 
-_CTYPES: dict[tuple[str, int], type[Any]] = {
+# The ctypes type of each scalar kind and size.
+CTYPES: dict[tuple[str, int], type[Any]] = {
     ("int", 1): ctypes.c_int8,
     ("int", 2): ctypes.c_int16,
     ("int", 4): ctypes.c_int32,
@@ -177,10 +178,10 @@ def _convert(sig: KernelSignature, index: int, param: Param, value: Any, device_
     if isinstance(value, torch.Tensor) or not isinstance(value, numbers.Real):
         raise LaunchError(f"{where} expects a Python number, got {type(value).__name__}")
     if param.kind == "float":
-        return _CTYPES[("float", param.size)](float(value))
+        return CTYPES[("float", param.size)](float(value))
     if not isinstance(value, numbers.Integral):
         raise LaunchError(f"{where} expects an integer, got {value!r}")
-    return _CTYPES[(param.kind, param.size)](_checked_int(where, param, int(value)))
+    return CTYPES[(param.kind, param.size)](_checked_int(where, param, int(value)))
 
 
 def _checked_int(where: str, param: Param, value: int) -> int:

@@ -21,22 +21,9 @@ from unittest import mock
 import torch
 
 from htam_graph.runner import native
-from htam_graph.runner.native import parse_kernels, parse_signature
+from htam_graph.runner.native import CTYPES, parse_kernels, parse_signature
 
 SHIM = Path(__file__).with_name("cpu_cuda.h")
-_CTYPES = {
-    ("int", 1): ctypes.c_int8,
-    ("int", 2): ctypes.c_int16,
-    ("int", 4): ctypes.c_int32,
-    ("int", 8): ctypes.c_int64,
-    ("uint", 1): ctypes.c_uint8,
-    ("uint", 2): ctypes.c_uint16,
-    ("uint", 4): ctypes.c_uint32,
-    ("uint", 8): ctypes.c_uint64,
-    ("float", 4): ctypes.c_float,
-    ("float", 8): ctypes.c_double,
-    ("bool", 1): ctypes.c_bool,
-}
 _EXTERN_SHARED = re.compile(r"extern\s+__shared__\s+(\w+)\s+(\w+)\s*\[\s*\]\s*;")
 
 
@@ -104,7 +91,7 @@ class CpuModule:
                 assert isinstance(value, torch.Tensor) and value.is_contiguous(), f"{name}.{param.name}"
                 values.append(ctypes.c_void_p(value.data_ptr()))
             else:
-                values.append(_CTYPES[(param.kind, param.size)](value))
+                values.append(CTYPES[(param.kind, param.size)](value))
         argv = (ctypes.c_void_p * len(values))(*[ctypes.cast(ctypes.pointer(v), ctypes.c_void_p) for v in values])
         dims = (ctypes.c_uint * 6)(*_dims(grid), *_dims(block))
         getattr(self.lib, f"htam_launch_{name}")(dims, ctypes.c_size_t(shared_mem), argv)

@@ -90,7 +90,13 @@ def _source(path: Path, sha256: str) -> str | None:
             return source
     except OSError:
         pass
-    return next((t.source for t in load_tasks(builtin_suite_dir()) if t.sha256 == sha256), None)
+    return _builtin_sources().get(sha256)
+
+
+@functools.cache
+def _builtin_sources() -> dict[str, str]:
+    """The built-in tasks' sources by their sha256 (read once)."""
+    return {t.sha256: t.source for t in load_tasks(builtin_suite_dir())}
 
 
 def _typed(frame: pd.DataFrame, types: dict[str, str]) -> pd.DataFrame:

@@ -51,8 +51,14 @@ EVALUATORS = ["auto", "gpu", "stand-in"]
 @click.option("--seeds", type=click.IntRange(min=1), default=1, show_default=True, help="Seeds 0..N-1 per method.")
 @click.option("--level", "levels", metavar="1,2", help="Keep the tasks of these levels.")
 @click.option("--filter", "pattern", metavar="GLOB", help="Keep tasks whose id or name matches ('level2/*Gemm*').")
-@click.option("--gpus", metavar="0,1", help="GPUs to use, one worker each [default: every visible GPU].")
-@click.option("--workers", type=click.IntRange(min=1), help="Worker processes for an evaluator without a GPU [1].")
+@click.option("--gpus", metavar="0,1", help="GPUs to use [default: every visible GPU].")
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    help="Worker processes: per GPU for the gpu evaluator [1], where they take turns on the GPU, one job at a "
+    "time, and one generates and builds its next candidate while another's is judged; in all for an evaluator "
+    "without a GPU [1].",
+)
 @click.option(
     "--memory-from",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -78,6 +84,12 @@ EVALUATORS = ["auto", "gpu", "stand-in"]
     default=True,
     show_default=True,
     help="Also time torch.compile of each reference (GPU evaluator).",
+)
+@click.option(
+    "--rejudge",
+    is_flag=True,
+    help="Judge every candidate, also one whose identical code was judged for the same task earlier in this "
+    "bench (by default that judgement is served again, marked `reused`).",
 )
 @click.option("--max-cost", type=click.FloatRange(min=0), metavar="USD", help="End a run after it spent this much.")
 @click.option("--note", help="A line shown at the top of the report (what this bench is for).")
@@ -105,6 +117,7 @@ def bench(
     script_path: Path | None,
     evaluator: str,
     compile_reference: bool,
+    rejudge: bool,
     max_cost: float | None,
     note: str | None,
     report_only: bool,
@@ -147,7 +160,15 @@ def bench(
     layout = Layout(out)
     with exclusive(layout.lock, f"--out {out}", wait=False):
         manifest = open_manifest(layout, config, note)
-        job = BenchJob(out=out, manifest=manifest, tasks=tasks, llm=cfg.llm, script=script_path, evaluator=kind)
+        job = BenchJob(
+            out=out,
+            manifest=manifest,
+            tasks=tasks,
+            llm=cfg.llm,
+            script=script_path,
+            evaluator=kind,
+            reuse=not rejudge,
+        )
         grid = [spec for stream in streams(config) for spec in stream.runs]
         done = sum(layout.run_done(spec) for spec in grid)
         console.print(
@@ -217,13 +238,11 @@ def _numbers(flag: str, text: str | None) -> list[int] | None:
 
 
 def _slots(kind: str, gpus: str | None, workers: int | None) -> list[Slot]:
-    """One slot per GPU for the GPU evaluator; --workers slots without a GPU otherwise."""
+    """--workers slots per GPU for the GPU evaluator; --workers slots without a GPU otherwise."""
     if kind != "gpu":
         if gpus is not None:
             raise UserError(f"--gpus picks GPUs for the gpu evaluator; the {kind} evaluator uses none (use --workers)")
         return [Slot(name=f"worker{i}") for i in range(workers or 1)]
-    if workers is not None:
-        raise UserError("--workers is for evaluators without a GPU; the gpu evaluator runs one worker per GPU (--gpus)")
     from htam_graph.runner.pool import visible_gpu_count  # imports torch: only for the GPU evaluator
 
     try:
@@ -237,7 +256,12 @@ def _slots(kind: str, gpus: str | None, workers: int | None) -> list[Slot]:
     missing = [g for g in chosen or [] if not 0 <= g < visible]
     if missing or not chosen:
         raise UserError(f"--gpus {gpus}: this machine has {visible} GPU(s) (0..{visible - 1})")
-    return [Slot(name=f"gpu{g}", gpu=g) for g in dict.fromkeys(chosen)]
+    per_gpu = workers or 1
+    return [
+        Slot(name=f"gpu{g}" + (f"-{k}" if per_gpu > 1 else ""), gpu=g)
+        for g in dict.fromkeys(chosen)
+        for k in range(per_gpu)
+    ]
 
 
 def _memory_source(path: Path, config: BenchConfig) -> MemorySource:

@@ -1,6 +1,8 @@
 """The parent's side of the judge: one referee process per GPU, replaced when it dies or
 stops answering (logged). A referee is spawned, never forked: the parent may hold threads,
-open connections and secrets that must not be copied into it."""
+open connections and secrets that must not be copied into it. A referee holds its GPU's
+lock (runner/gpulock.py) while it starts and for each job, so referees of other processes
+on the same GPU take turns with it."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from htam_graph.errors import UserError
+from htam_graph.runner.gpulock import GpuLock
 from htam_graph.runner.jobs import Job, JobReply, RefereeInfo
 from htam_graph.runner.models import EvalResult
 from htam_graph.runner.worker import referee_main
@@ -34,9 +37,14 @@ class Referee:
         self.device_index, self.startup_timeout_s = device_index, startup_timeout_s
         self._ctx: Any = mp.get_context("spawn")
         self._info: RefereeInfo | None = None
+        self.lock = GpuLock.of_device(device_index)
+        self._starting = False  # the lock is held for the start until the hello
         self._start()
 
     def _start(self) -> None:
+        if not self._starting:
+            self.lock.acquire()  # its CUDA start must not overlap another referee's timed runs
+            self._starting = True
         parent, child = self._ctx.Pipe()
         self.proc = self._ctx.Process(
             target=referee_main,
@@ -58,6 +66,10 @@ class Referee:
                     hello = self.conn.recv()
             except (EOFError, OSError):
                 hello = None
+            finally:
+                if self._starting:
+                    self._starting = False
+                    self.lock.release()
             if not isinstance(hello, RefereeInfo):
                 code = self.proc.exitcode
                 self._kill()
@@ -72,7 +84,11 @@ class Referee:
 
     def run(self, job: Job, timeout_s: float) -> EvalResult:
         """Send one job and wait for its result; raises RefereeGone after replacing the referee."""
-        self.info()
+        with self.lock:
+            self.info()
+            return self._run(job, timeout_s)
+
+    def _run(self, job: Job, timeout_s: float) -> EvalResult:
         try:
             self.conn.send(job)
             if not self.conn.poll(timeout_s):
@@ -114,6 +130,8 @@ class Referee:
         except OSError:
             pass
         self._kill()
+        self._starting = False
+        self.lock.release_all()
 
 
 def visible_gpu_count() -> int:

@@ -135,6 +135,7 @@ class Layout:
         self.results = out / "results"
         self.report = out / "report.md"
         self.plots = out / "plots"
+        self.judged = out / "judged"
 
     def run(self, spec: RunSpec) -> Path:
         return self.runs / spec.run_id

@@ -182,6 +182,7 @@ def _step_row(spec: RunSpec, record: StepRecord) -> dict:
         "local_fallback": record.local_fallback,
         "verdict": record.verdict.value,
         "attempts": len(record.attempts),
+        "reused": any(a.result is not None and a.result.reused for a in record.attempts),
         "speedup": result.speedup_eager if result else None,
         "speedup_compile": result.speedup_compile if result else None,
         "best_before": record.best_before,

@@ -31,11 +31,13 @@ from htam_graph.memory.seed import load_seed_bank
 from htam_graph.memory.sqlite_store import SQLiteStore
 from htam_graph.memory.store import MemoryStore
 from htam_graph.runner.jobs import EvalConfig
+from htam_graph.runner.models import EvalResult, Verdict
 from htam_graph.tasks import Task
 
 log = logging.getLogger(__name__)
 
 Emit = Callable[[Event], None]
+JUDGE_FAULT = "judge error"  # how a result of the judge's own failure begins (runner/referee/judge.py)
 
 
 class BenchJob(BaseModel):
@@ -49,6 +51,7 @@ class BenchJob(BaseModel):
     llm: LLMSettings
     script: Path | None
     evaluator: str
+    reuse: bool = True  # serve an identical candidate's earlier judgement (same task, same code) again
 
     def task(self, task_id: str) -> Task:
         return next(t for t in self.tasks if t.id == task_id)
@@ -74,9 +77,51 @@ def read_snapshot(path: Path) -> tuple[MemorySnapshot, str]:
 def run_worker(job: BenchJob, name: str, next_stream: Callable[[], Stream | None], emit: Emit) -> None:
     """Run streams until `next_stream` has none left, with one evaluator for all of them."""
     config = EvalConfig(compile_reference=job.manifest.config.compile_reference)
-    with make_evaluator(job.evaluator, config) as judge:
+    with make_evaluator(job.evaluator, config) as evaluator:
+        judge: CandidateEvaluator = Judgements(evaluator, Layout(job.out).judged, config) if job.reuse else evaluator
         while (stream := next_stream()) is not None:
             run_stream(job, stream, judge, name, emit)
+
+
+class Judgements:
+    """The evaluator, with every result kept under judged/ by (task, code, judge settings):
+    a candidate a run writes that an earlier run of this bench wrote too (the catalog is
+    deterministic, and seeds of a method often meet the same kernels) gets the earlier
+    judgement again, marked `reused`, instead of a second turn on the GPU. Results whose
+    verdict says the judge could not finish (timeout, a runtime error of the judge) are
+    not kept."""
+
+    def __init__(self, inner: CandidateEvaluator, folder: Path, config: EvalConfig) -> None:
+        self.inner, self.folder = inner, folder
+        self.label, self.device, self.target = inner.label, inner.device, inner.target
+        self._settings = hashlib.sha256(config.model_dump_json().encode()).hexdigest()
+        self.reused = 0
+
+    def __enter__(self) -> Judgements:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def _path(self, task: Task, source: str) -> Path:
+        key = f"{self.inner.label}\n{self._settings}\n{task.sha256}\n{hashlib.sha256(source.encode()).hexdigest()}"
+        return self.folder / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"
+
+    def evaluate(self, task: Task, source: str) -> EvalResult:
+        path = self._path(task, source)
+        try:
+            earlier = EvalResult.model_validate_json(path.read_bytes())
+        except (OSError, ValidationError):
+            earlier = None
+        if earlier is not None:
+            self.reused += 1
+            log.info("%s: candidate %s judged earlier in this bench; reused", task.id, earlier.candidate_sha256[:12])
+            return earlier.model_copy(update={"reused": True})
+        result = self.inner.evaluate(task, source)
+        if result.verdict != Verdict.TIMEOUT and not result.errors.startswith(JUDGE_FAULT):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(path, result.model_dump_json())
+        return result
 
 
 def run_stream(job: BenchJob, stream: Stream, judge: CandidateEvaluator, worker: str, emit: Emit) -> None:

@@ -142,6 +142,11 @@ class EvalResult(BaseModel):
     )
     device: str | None = None
     versions: dict[str, str] = Field(default_factory=dict)
+    reused: bool = Field(
+        False,
+        description="an earlier judgement of the same code for the same task in the same bench, served again "
+        "instead of judging it twice (htam bench; --rejudge turns it off)",
+    )
 
 
 def _round(value: float | None, digits: int) -> float | None:

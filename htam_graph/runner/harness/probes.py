@@ -25,7 +25,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from htam_graph.runner.compare import int_view, marker_bits
 from htam_graph.runner.proc import child_pids
-from htam_graph.runner.protocol import PoisonName, TensorSpec
+from htam_graph.runner.protocol import SHORT_TEXT, PoisonName, TensorSpec
 
 
 def poison_memory(specs: Iterable[TensorSpec], poison: PoisonName, blocks: int, device: torch.device) -> None:
@@ -242,9 +242,9 @@ def monitoring_changes(before: MonitoringState, now: MonitoringState) -> list[st
         what, tool, where = key
         if what == "tool":
             found.append(
-                f"registered a sys.monitoring tool (id {tool}, name {new!r})"
+                f"registered a sys.monitoring tool (id {tool}, name {new!r:.60})"  # the name is the candidate's
                 if new is not None
-                else f"freed sys.monitoring tool id {tool} ({old!r})"
+                else f"freed sys.monitoring tool id {tool} ({old!r:.60})"
             )
         elif what == "events":
             found.append(f"set the sys.monitoring events of tool {tool} to {_event_names(new or 0)}")
@@ -334,7 +334,7 @@ class Integrity:
         found += monitoring_changes(self._monitoring, monitoring_state(self._codes))
         flags = precision_flags()
         found += [f"changed {key}" for key in flags if flags[key] != self._flags[key]]
-        return found
+        return [entry[:SHORT_TEXT] for entry in found]  # a longer entry would break the harness's reply
 
     def concurrency(self) -> str:
         threads, children = threading.active_count(), child_pids() - self._children

@@ -25,7 +25,8 @@ DtypeName = Literal[
 PoisonName = Literal["nan", "garbage"]
 MAX_REPLY_BYTES = 1 << 20  # a reply larger than this is a protocol violation
 _Text = Annotated[str, StringConstraints(max_length=4000)]
-_Short = Annotated[str, StringConstraints(max_length=300)]
+SHORT_TEXT = 300  # characters of a name or a finding in a reply
+_Short = Annotated[str, StringConstraints(max_length=SHORT_TEXT)]
 _Dims = Annotated[list[Annotated[int, Field(ge=0)]], Field(max_length=16)]
 
 

@@ -14,9 +14,11 @@ import __future__
 import ast
 import math
 import re
+import sys
 import typing
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 from htam_graph.errors import UserError
 from htam_graph.runner.formats import fold_string, module_strings
@@ -31,9 +33,11 @@ _FP32_NAMES = {"float32", "torch.float32", "fp32", "float"}
 # own module imports) is not. Modules a candidate may import whole; their attribute chains
 # are checked on use (torch's by _torch_name_allowed).
 _IMPORTABLE = {"torch", "torch.nn", "torch.nn.functional", "torch.cuda", "math", "typing"}
+# typing's functions that evaluate strings (annotations) as code: exec by another name.
+_TYPING_EVALUATORS = {"get_type_hints", "ForwardRef", "evaluate_forward_ref"}
 _FROM_IMPORTS: dict[str, set[str] | None] = {  # None: any name the torch allow-list passes
     "__future__": set(__future__.all_feature_names),
-    "typing": set(typing.__all__),
+    "typing": set(typing.__all__) - _TYPING_EVALUATORS,
     "math": {name for name in dir(math) if not name.startswith("_")},
     "torch": None,
     "torch.nn": None,
@@ -74,6 +78,20 @@ _CONCURRENCY_MODULES = {"threading", "_thread", "concurrent", "multiprocessing",
 _REFLECTIVE_MODULES = {"gc", "importlib", "builtins", "inspect"}  # used to reach and patch the judge
 # Module names that must not be reached even through torch (torch.sys, torch.os exist).
 _FORBIDDEN_SUBMODULES = {"sys", "os", "ctypes", "subprocess", "importlib", "builtins", "gc", "inspect", "socket"}
+# A module that an allowed module imported is its attribute (typing.sys, and through
+# torch.backends.cuda.contextlib or torch.random.torch.hub.shutil, whatever torch imported):
+# a standard-library module's name in an attribute chain counts as importing it, except the
+# names torch gives its own functions and submodules (torch.select, torch.random).
+_STDLIB_MODULES = frozenset(sys.stdlib_module_names) - {"chunk", "random", "select", "signal", "trace"}
+# APIs that run code inside the judge's own functions (trace and profile functions,
+# sys.monitoring callbacks, audit and import hooks) or reach its frames and modules.
+_JUDGE_HOOKS = {
+    "sys": {
+        "monitoring", "settrace", "setprofile", "call_tracing", "addaudithook", "_getframe", "_getframemodulename",
+        "_current_frames", "_current_exceptions", "modules", "meta_path", "path_hooks",
+    },
+    "threading": {"settrace", "setprofile", "settrace_all_threads", "setprofile_all_threads"},
+}  # fmt: skip
 _LOADERS = {
     "htam_graph.runner.native.load_cuda",
     "torch.utils.cpp_extension.load_inline",
@@ -527,6 +545,7 @@ class _PythonChecker(ast.NodeVisitor):
         module = "." * node.level + (node.module or "")
         allowed = {**_FROM_IMPORTS, **_FORMAT_FROM_IMPORTS[self.fmt]} if node.level == 0 else {}
         for alias in node.names:
+            self.check_judge_hook([*module.split("."), alias.name], node)
             if alias.name == "Model":
                 self.flag(CheatKind.REFERENCE_FALLBACK, f"imports the reference Model from {module}", node)
             names = allowed.get(module, set())
@@ -593,7 +612,13 @@ class _PythonChecker(ast.NodeVisitor):
         if name in _LAZY_HOOKS:
             self.flag(CheatKind.LAZY_OUTPUT, f"defines {name}", node)
         defaults = [*node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)]
-        for expr in [*getattr(node, "decorator_list", []), *defaults]:
+        # Annotations are code too, evaluated where the function is defined (unless
+        # `from __future__ import annotations`): `def f(x: __import__("sys")...)` runs.
+        args = node.args
+        every = [*args.posonlyargs, *args.args, *args.kwonlyargs, *filter(None, [args.vararg, args.kwarg])]
+        annotations = [a.annotation for a in every if a.annotation is not None]
+        returns = getattr(node, "returns", None)
+        for expr in [*getattr(node, "decorator_list", []), *defaults, *annotations, *filter(None, [returns])]:
             self.visit(expr)
         params = {a.arg for a in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]}
         scope = _Scope(tensors=self.scope.tensors - params, layers=self.scope.layers - params)
@@ -638,6 +663,7 @@ class _PythonChecker(ast.NodeVisitor):
             self.visit(target)
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        self.visit(node.annotation)  # evaluated at module and class level: `x: setattr(...)` runs
         if node.value is not None:
             self.visit(node.value)
             self.bind(node.target, node.value)
@@ -709,13 +735,21 @@ class _PythonChecker(ast.NodeVisitor):
     def check_reference(self, name: str, node: ast.AST, called: bool) -> None:
         """Rules on a use of an imported name, e.g. torch.cuda.Stream or F.relu."""
         parts = name.split(".")
+        self.check_judge_hook(parts, node)
+        if "torch" in parts[1:]:  # torch through its own modules: F.torch.cuda is torch.cuda
+            parts = parts[len(parts) - 1 - parts[::-1].index("torch") :]
+        qualified = ".".join(parts)
         root, last = parts[0], parts[-1]
-        if root in _REFLECTIVE_MODULES or name.startswith("sys.modules"):
+        if root in _REFLECTIVE_MODULES:
             self.flag(CheatKind.TIMER_PATCH, f"uses {name}", node)
         if root != "torch":
+            self.check_module_attribute(parts, name, node)
             return
+        reached = next((p for p in parts[1:] if p in _STDLIB_MODULES), None)
         if any(p in _FORBIDDEN_SUBMODULES or (p.startswith("_") and not p.startswith("__")) for p in parts):
             self.flag(CheatKind.FORBIDDEN_IMPORT, f"reaches torch internals via {name}", node)
+        elif reached is not None:
+            self.flag_module(reached, name, node)
         elif not _torch_name_allowed(parts, self.fmt):
             self.flag(CheatKind.FORBIDDEN_IMPORT, f"uses {name}, which is outside the allow-list", node)
         elif last in _RNG_CALLS:
@@ -727,10 +761,36 @@ class _PythonChecker(ast.NodeVisitor):
         elif any(p in _STREAM_APIS for p in parts[1:]):
             self.flag(CheatKind.SIDE_STREAM, f"uses {name}", node)
         elif called:
-            if not (self.in_init or name in _ALLOWED_TORCH_CALLS or name.startswith("torch.utils.cpp_extension.")):
+            if not (
+                self.in_init or qualified in _ALLOWED_TORCH_CALLS or qualified.startswith("torch.utils.cpp_extension.")
+            ):
                 self.flag(CheatKind.TORCH_COMPUTE_OP, f"calls {name}", node)
         elif _base_name(last) in COMPUTE_NAMES or any(p in _TORCH_COMPUTE_NAMESPACES for p in parts[1:-1]):
             self.flag(CheatKind.TORCH_COMPUTE_OP, f"refers to {name}", node)
+
+    def check_judge_hook(self, parts: list[str], node: ast.AST) -> None:
+        """sys.monitoring, sys.settrace, sys._getframe... however the module was reached."""
+        for module, attr in pairwise(parts):
+            if attr in _JUDGE_HOOKS.get(module, ()):
+                what = f"uses {module}.{attr} (code run inside the judge, or the judge's frames and modules)"
+                self.flag(CheatKind.TIMER_PATCH, what, node)
+                return
+
+    def check_module_attribute(self, parts: list[str], name: str, node: ast.AST) -> None:
+        """math.<x> and typing.<x> are held to the names a from-import may take: typing.sys is
+        the sys module, typing.get_type_hints evaluates strings as code."""
+        allowed = _FROM_IMPORTS.get(parts[0]) if parts[0] in _IMPORTABLE else None
+        if allowed is None or len(parts) < 2 or parts[1] in allowed:
+            return
+        if parts[1] in _STDLIB_MODULES:
+            self.flag_module(parts[1], name, node)
+        else:
+            self.flag(CheatKind.FORBIDDEN_IMPORT, f"uses {name}, which is outside the allow-list", node)
+
+    def flag_module(self, module: str, name: str, node: ast.AST) -> None:
+        """A standard-library module reached as an allowed module's attribute: as if imported."""
+        kind = CheatKind.SIDE_STREAM if module in _CONCURRENCY_MODULES else CheatKind.FORBIDDEN_IMPORT
+        self.flag(kind, f"reaches module {module} through {name}", node)
 
     def visit_Call(self, node: ast.Call) -> None:
         self.check_call(node)

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from htam_graph.runner.harness import probes
+from htam_graph.runner.protocol import SHORT_TEXT
 
 
 def test_the_op_recorder_allows_allocation_and_views_only():
@@ -99,3 +100,65 @@ def test_threads_left_running_are_reported(integrity):
     finally:
         stop.set()
         thread.join()
+
+
+MONITORING = getattr(sys, "monitoring", None)  # Python 3.12+
+
+
+def test_sys_monitoring_is_only_read(integrity):
+    """On Python 3.11 there is nothing to read; where sys.monitoring exists, reading it
+    registers nothing, and a process the candidate did not touch reports nothing."""
+    code = {"step": _Judge.step.__code__}
+    state = probes.monitoring_state(code)
+    if MONITORING is None:
+        assert state == {}
+    else:
+        assert {key[:2] for key in state} >= {(what, tool) for what in ("tool", "events") for tool in range(6)}
+        assert probes.monitoring_state(code) == state
+    assert integrity.check() == []
+
+
+def test_sys_monitoring_entries_fit_a_reply():
+    """A tool's name is the candidate's to choose: the entry stays within the reply's limit."""
+    found = probes.monitoring_changes({("tool", 2, ""): None}, {("tool", 2, ""): "x" * 10_000})
+    assert len(found) == 1 and found[0].startswith("registered a sys.monitoring tool (id 2, name 'xxx")
+    assert len(found[0]) < SHORT_TEXT
+
+
+@pytest.mark.skipif(MONITORING is None, reason="sys.monitoring is Python 3.12+ (the GPU machines run 3.12)")
+def test_sys_monitoring_tools_and_events_are_reported(integrity):
+    mon = MONITORING
+    tool = next(i for i in range(6) if mon.get_tool(i) is None)
+    target = probes.poison_memory.__code__
+    reported: list[str] = []
+    mon.use_tool_id(tool, "candidate")
+    try:
+        mon.register_callback(tool, mon.events.PY_RETURN, lambda *a: None)
+        mon.set_events(tool, mon.events.PY_RETURN)
+        reported += (found := integrity.check())
+        assert f"registered a sys.monitoring tool (id {tool}, name 'candidate')" in found
+        assert f"set the sys.monitoring events of tool {tool} to PY_RETURN" in found
+        # Local events on the harness's own code, with the tool id freed to look unused.
+        mon.set_events(tool, 0)
+        mon.set_local_events(tool, target, mon.events.PY_START | mon.events.PY_RETURN)
+        mon.free_tool_id(tool)
+        reported += (found := integrity.check())
+        key = "htam_graph.runner.harness.probes.poison_memory"
+        assert found == [f"set sys.monitoring events of tool {tool} on {key}: PY_RETURN|PY_START"]
+        # A freed id keeps its global events on 3.12 and 3.13: they are read all the same.
+        mon.use_tool_id(tool, "candidate")
+        mon.set_local_events(tool, target, 0)
+        mon.set_events(tool, mon.events.CALL)
+        mon.free_tool_id(tool)
+        if mon.get_events(tool):
+            reported += (found := integrity.check())
+            assert found == [f"set the sys.monitoring events of tool {tool} to CALL"]
+        assert not any(entry.startswith("changed ") for entry in reported)  # the referee's precision prefix
+    finally:
+        if mon.get_tool(tool) is None:
+            mon.use_tool_id(tool, "cleanup")
+        mon.set_events(tool, 0)
+        mon.set_local_events(tool, target, 0)
+        mon.register_callback(tool, mon.events.PY_RETURN, None)
+        mon.free_tool_id(tool)
+    assert integrity.check() == []

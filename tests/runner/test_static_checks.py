@@ -319,6 +319,67 @@ def test_async_forward_is_a_side_stream() -> None:
     assert CheatKind.SIDE_STREAM in _kinds(source)
 
 
+TP, FI, SS = CheatKind.TIMER_PATCH, CheatKind.FORBIDDEN_IMPORT, CheatKind.SIDE_STREAM
+
+
+@pytest.mark.parametrize(
+    ("header", "forward", "kind"),
+    [
+        # Code that runs inside the judge's functions, or reaches its frames: judge tampering.
+        ("import sys", "sys.monitoring.use_tool_id(3, 'x')\nreturn x", TP),
+        ("from sys import monitoring", "monitoring.set_events(3, monitoring.events.PY_RETURN)\nreturn x", TP),
+        ("from sys import monitoring as m", "return x", TP),
+        ("import sys", "sys.settrace(None)\nreturn x", TP),
+        ("import sys", "sys.setprofile(print)\nreturn x", TP),
+        ("import sys", "frame = sys._getframe(1)\nreturn x", TP),
+        ("import sys", "sys.addaudithook(print)\nreturn x", TP),
+        ("import threading", "threading.settrace(print)\nreturn x", TP),
+        ("import gc", "gc.get_referrers(x)\nreturn x", TP),
+        ("", "torch.sys.monitoring.use_tool_id(3, 'x')\nreturn x", TP),
+        # Modules an allowed module imported, reached as its attributes.
+        ("import typing", "typing.sys.monitoring.use_tool_id(3, 'x')\nreturn x", TP),
+        ("import typing", "frame = typing.sys._getframe(1)\nreturn x", FI),
+        ("import typing", "f = typing.functools.lru_cache(None)\nreturn x", FI),
+        ("", "torch.backends.cuda.torch.threading.Thread(target=print).start()\nreturn x", SS),
+        ("", "F.torch.backends.cuda.contextlib.suppress()\nreturn x", FI),
+        ("", "torch.random.torch.hub.shutil.rmtree('build')\nreturn x", FI),
+        ("", "F.torch.cuda.Event.elapsed_time = print\nreturn x", TP),
+        ("", "return F.torch.relu(x)", CheatKind.TORCH_COMPUTE_OP),
+        # typing's evaluators run strings as code.
+        ("import typing", "typing.get_type_hints(self.forward)\nreturn x", FI),
+        ("from typing import get_type_hints", "return x", FI),
+        # Annotations are evaluated where they stand (module and class level, signatures).
+        ("_: setattr(torch.cuda.Event, 'elapsed_time', print)", "return x", TP),
+        ("def _f(n: __import__('os').getpid()) -> int:\n    return n", "return x", FI),
+        ("def _f() -> exec('import os'):\n    pass", "return x", FI),
+        ("class _Holder:\n    x: globals()['torch'].cuda.synchronize()", "return x", TP),
+    ],
+)
+def test_judge_hooks_and_reached_modules(header: str, forward: str, kind: CheatKind) -> None:
+    assert kind in _kinds(native(forward, header=header))
+
+
+def test_honest_annotations_and_typing_names_pass() -> None:
+    header = """\
+        import typing
+        from typing import Optional
+
+        BLOCK: typing.Final[int] = 256
+
+
+        def blocks(n: int, per: int = BLOCK) -> int:
+            return max(1, math.ceil(n / per))
+        """
+    forward = """\
+        y: torch.Tensor = torch.empty_like(x)
+        n: int = x.numel()
+        self.cuda.launch("k", grid=(blocks(n),), block=(BLOCK,), args=(x, y, n), shared_mem=0)
+        return y
+        """
+    source = native(forward, header=header, args="x: torch.Tensor, scale: Optional[float] = None")
+    assert static_check(source, "float32", "native") == []
+
+
 def test_finding_names_construct_and_line() -> None:
     source = native("return torch.matmul(x, x)")
     line = next(i for i, text in enumerate(source.splitlines(), 1) if "torch.matmul" in text)

@@ -14,9 +14,9 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from types import ModuleType
+from types import CodeType, FunctionType, MethodType, ModuleType
 from typing import Any
 
 import torch
@@ -25,7 +25,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from htam_graph.runner.compare import int_view, marker_bits
 from htam_graph.runner.proc import child_pids
-from htam_graph.runner.protocol import PoisonName, TensorSpec
+from htam_graph.runner.protocol import SHORT_TEXT, PoisonName, TensorSpec
 
 
 def poison_memory(specs: Iterable[TensorSpec], poison: PoisonName, blocks: int, device: torch.device) -> None:
@@ -186,6 +186,73 @@ def _global_hooks() -> list[str]:
     ]
 
 
+# sys.monitoring (Python 3.12+, PEP 669): callbacks on the calls, lines and returns of any
+# code object, the harness's timing and reply path among them, with no trace or profile
+# function set. None where the interpreter has none (3.11): nothing to check there.
+_MONITORING: Any = getattr(sys, "monitoring", None)
+_MONITORING_TOOLS = range(6)  # the tool ids sys.monitoring has
+MonitoringState = dict[tuple[str, int, str], Any]  # (what, tool id, where) -> value
+
+
+def _code_objects(value: Any) -> Iterator[CodeType]:
+    """The code of a function (or of a method's, or a property's accessors) and the code
+    nested in it (its lambdas, comprehensions and inner functions): where local events can
+    be set. Nothing for builtins and classes."""
+    if isinstance(value, (MethodType, classmethod, staticmethod)):
+        value = value.__func__
+    functions = [value.fget, value.fset, value.fdel] if isinstance(value, property) else [value]
+    stack = [fn.__code__ for fn in functions if isinstance(fn, FunctionType)]
+    while stack:
+        code = stack.pop()
+        yield code
+        stack.extend(const for const in code.co_consts if isinstance(const, CodeType))
+
+
+def _event_names(events: int) -> str:
+    names = [name for name, bit in vars(_MONITORING.events).items() if name.isupper() and events & bit]
+    return "|".join(sorted(names)) or "none"
+
+
+def monitoring_state(codes: Mapping[str, CodeType]) -> MonitoringState:
+    """What sys.monitoring holds that can be read: every tool id's name and global events,
+    and its local events on `codes` (the harness's own functions). A freed tool id keeps
+    its events and callbacks active (CPython 3.12 and 3.13), so the events of every id are
+    read, in use or not. Empty before Python 3.12."""
+    mon = _MONITORING
+    if mon is None:
+        return {}
+    state: MonitoringState = {}
+    for tool in _MONITORING_TOOLS:
+        state["tool", tool, ""] = mon.get_tool(tool)
+        state["events", tool, ""] = mon.get_events(tool)
+        for key, code in codes.items():
+            if local := mon.get_local_events(tool, code):
+                state["local", tool, key] = local
+    return state
+
+
+def monitoring_changes(before: MonitoringState, now: MonitoringState) -> list[str]:
+    """What changed in sys.monitoring, worded for the referee (which reads an entry that
+    starts with "changed " as a precision flag)."""
+    found = []
+    for key in dict.fromkeys([*before, *now]):
+        old, new = before.get(key), now.get(key)
+        if old == new:
+            continue
+        what, tool, where = key
+        if what == "tool":
+            found.append(
+                f"registered a sys.monitoring tool (id {tool}, name {new!r:.60})"  # the name is the candidate's
+                if new is not None
+                else f"freed sys.monitoring tool id {tool} ({old!r:.60})"
+            )
+        elif what == "events":
+            found.append(f"set the sys.monitoring events of tool {tool} to {_event_names(new or 0)}")
+        else:
+            found.append(f"set sys.monitoring events of tool {tool} on {where}: {_event_names(new or 0)}")
+    return found
+
+
 def precision_flags() -> dict[str, object]:
     return {
         "torch.backends.cuda.matmul.allow_tf32": torch.backends.cuda.matmul.allow_tf32,
@@ -204,7 +271,9 @@ class Integrity:
     synchronisation, of builtins; global module hooks (they would run inside a reference
     forward in the same process); trace, profile and signal handlers, interval timers and
     gc callbacks (code that runs inside the harness between the candidate's calls);
-    torch's precision flags; and threads or child processes left running.
+    sys.monitoring tools and their events (global, and local on the code of the watched
+    functions), on Python 3.12+; torch's precision flags; and threads or child processes
+    left running.
     """
 
     modules: list[ModuleType]
@@ -216,6 +285,8 @@ class Integrity:
     _threads: int = 0
     _children: set[int] = field(default_factory=set)
     _gc_callbacks: int = 0
+    _codes: dict[str, CodeType] = field(default_factory=dict)
+    _monitoring: MonitoringState = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         watched = dict(_TORCH_WATCHED)
@@ -233,6 +304,13 @@ class Integrity:
         self._threads = threading.active_count()
         self._children = child_pids()
         self._gc_callbacks = len(gc.callbacks)
+        if _MONITORING is not None:
+            codes: dict[int, tuple[str, CodeType]] = {}  # by identity: equal code objects may be distinct
+            for key, (_, _, value) in self._saved.items():
+                for i, code in enumerate(_code_objects(value)):  # the function's own code first
+                    codes.setdefault(id(code), (key if i == 0 else f"{key} ({code.co_qualname})", code))
+            self._codes = dict(codes.values())
+            self._monitoring = monitoring_state(self._codes)
 
     def check(self) -> list[str]:
         found = [key for key, (owner, attr, value) in self._saved.items() if _lookup(owner, attr) is not value]
@@ -253,9 +331,10 @@ class Integrity:
             found.append("started an interval timer")
         if len(gc.callbacks) != self._gc_callbacks:
             found.append("registered a gc callback")
+        found += monitoring_changes(self._monitoring, monitoring_state(self._codes))
         flags = precision_flags()
         found += [f"changed {key}" for key in flags if flags[key] != self._flags[key]]
-        return found
+        return [entry[:SHORT_TEXT] for entry in found]  # a longer entry would break the harness's reply
 
     def concurrency(self) -> str:
         threads, children = threading.active_count(), child_pids() - self._children

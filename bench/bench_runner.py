@@ -174,6 +174,12 @@ def suite_report(ev: Evaluator, passes: int, settings: BuildSettings) -> tuple[l
         "repeat_diff_median_by_pass_pair": [_median_diff(a, b) for (a, _), (b, _) in itertools.pairwise(runs)],
         "geomean_speedup_eager": statistics.geometric_mean(speedups) if speedups else None,
         "geomean_speedup_compile": statistics.geometric_mean(compile_speedups) if compile_speedups else None,
+        # Where a job's time goes on the referee's clock (runner/referee/judge.py stages), the
+        # last pass's median per stage; `candidate:*` is the candidate process's share.
+        "stage_s_median_last_pass": {
+            stage: statistics.median(r.stage_seconds.get(stage, 0.0) for r in last)
+            for stage in sorted({k for r in last for k in r.stage_seconds})
+        },
     }
     return rows, summary
 

@@ -13,14 +13,19 @@ all input sets and probes, the float64 reference, reference timing, the comparis
 its time and peak GPU memory recorded; the tasks that have an honest candidate (under
 tests/runner/kernelbench/, or a suite candidate for the same operator) are judged in full.
 
+With --profile: afterwards a fresh referee judges the suite twice under cProfile, and its
+top functions (own and cumulative time) go to profile-<date>-<gpu>.txt: where the
+referee's share of a job goes, beside the per-stage medians of the summary.
+
 Prints tables and writes bench/results/runner-<date>-<gpu>.json.
 
-    PYTHONPATH=. python3 bench/bench_runner.py [--trials 100] [--passes 3] [--kernelbench DIR]
+    PYTHONPATH=. python3 bench/bench_runner.py [--trials 100] [--passes 3] [--kernelbench DIR] [--profile]
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import io
 import itertools
 import json
 import statistics
@@ -290,9 +295,21 @@ def kernelbench_report(ev: Evaluator, root: Path, save: Callable[[dict[str, Any]
     help="suite passes (0: skip the suite); repeatability compares the first and the last",
 )
 @click.option("--kernelbench", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None)
+@click.option(
+    "--profile",
+    is_flag=True,
+    help="then judge the suite twice more (the first warms the references) with a fresh referee under cProfile "
+    "and write its top functions (profile-<date>-<gpu>.txt beside the JSON); the measured passes run unprofiled",
+)
 @click.option("--out", type=click.Path(path_type=Path), default=REPO / "bench" / "results", show_default=True)
 def main(
-    trials: int, compile_reference: bool, load_inline: bool, passes: int, kernelbench: Path | None, out: Path
+    trials: int,
+    compile_reference: bool,
+    load_inline: bool,
+    passes: int,
+    kernelbench: Path | None,
+    profile: bool,
+    out: Path,
 ) -> None:
     console = Console()
     cache = Path(tempfile.mkdtemp(prefix="htam-bench-cache-"))
@@ -326,7 +343,46 @@ def main(
             found = kernelbench_report(ev, kernelbench, lambda part: save("kernelbench", part))
             console.print_json(json.dumps(found, default=str))
     save()
+    if profile:
+        gpu = str(report.get("gpu", "gpu")).split()[-1].lower()
+        text = profiled_pass(config, settings)
+        (out / f"profile-{report['date']}-{gpu}.txt").write_text(text)
+        console.print(text[:6000])
     console.print(f"wrote {out}")
+
+
+def profiled_pass(config: EvalConfig, settings: BuildSettings) -> str:
+    """Two passes of the suite with a fresh referee under cProfile (runner/referee/main.py,
+    HTAM_PROFILE_DIR): where the referee's own time goes, by function, as pstats prints it
+    (sorted by own time, then cumulative). The pass's time is printed too; it is slower than
+    an unprofiled pass."""
+    import os
+    import pstats
+
+    from htam_graph.runner.referee.main import PROFILE_ENV
+
+    pairs = honest_pairs()
+    with tempfile.TemporaryDirectory() as folder:
+        os.environ[PROFILE_ENV] = folder
+        try:
+            with Evaluator(config, workers=1, build=settings) as ev:
+                ev.workers_info()
+                ev.evaluate_many(pairs)  # references prepared, caches warm
+                started = time.perf_counter()
+                results = ev.evaluate_many(pairs)
+                seconds = time.perf_counter() - started
+        finally:
+            del os.environ[PROFILE_ENV]
+        buffer = io.StringIO()
+        buffer.write(
+            f"two profiled passes of {len(pairs)} candidates; the second took {seconds:.1f} s "
+            f"({sum(r.verdict.value == 'ok' for r in results)} ok)\n"
+        )
+        for path in sorted(Path(folder).glob("referee-*.prof")):
+            stats = pstats.Stats(str(path), stream=buffer)
+            stats.sort_stats("tottime").print_stats(40)
+            stats.sort_stats("cumulative").print_stats(60)
+    return buffer.getvalue()
 
 
 def _print(console: Console, rows: list[dict[str, Any]], summary: dict[str, Any]) -> None:

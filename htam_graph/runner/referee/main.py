@@ -7,6 +7,7 @@ itself non-dumpable, and only then brings CUDA up. It never imports a candidate'
 
 from __future__ import annotations
 
+import cProfile
 import logging
 import os
 import sys
@@ -29,6 +30,8 @@ from htam_graph.runner.referee.roofline import DevicePeaks
 from htam_graph.runner.timing import L2Flusher
 
 logger = logging.getLogger(__name__)
+
+PROFILE_ENV = "HTAM_PROFILE_DIR"  # a folder: the referee writes its cProfile stats there when it stops
 
 # What a candidate's process may still see of the environment (it inherits the referee's):
 # the toolchain and the GPU, nothing of the user's keys, servers or settings.
@@ -72,9 +75,14 @@ def import_dispatch_modes() -> None:
 def serve(conn: Connection, device_index: int) -> None:
     """Entry point of the spawned referee: say hello, then judge jobs until told to stop."""
     os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")  # no compile subprocesses
+    profile_dir = os.environ.get(PROFILE_ENV)  # read before the scrub drops it
     scrub_environment()
     import_dispatch_modes()
     server = ForkServer.start(device_index)  # before CUDA: a process that initialised CUDA cannot fork
+    # Profiling starts after the fork, so candidate processes never inherit the profiler.
+    profiler = cProfile.Profile() if profile_dir else None
+    if profiler is not None:
+        profiler.enable()
     try:
         proc.refuse_inspection()
         device = torch.device("cuda", device_index)
@@ -116,3 +124,6 @@ def serve(conn: Connection, device_index: int) -> None:
                 return
     finally:
         server.stop()
+        if profiler is not None and profile_dir:
+            profiler.disable()
+            profiler.dump_stats(os.path.join(profile_dir, f"referee-{os.getpid()}.prof"))

@@ -125,6 +125,51 @@ def test_sys_monitoring_entries_fit_a_reply():
     assert len(found[0]) < SHORT_TEXT
 
 
+class _FakeMonitoring:
+    """sys.monitoring's read side as Python 3.12 has it, on any Python: the report's logic
+    runs in CI (Python 3.11), the real API in the test below."""
+
+    class events:  # as sys.monitoring names it
+        PY_START, PY_RETURN, CALL = 1, 2, 16
+
+    def __init__(self) -> None:
+        self.tools: dict[int, str] = {}
+        self.global_events: dict[int, int] = {}
+        self.local: dict[tuple[int, object], int] = {}
+
+    def get_tool(self, tool: int) -> str | None:
+        return self.tools.get(tool)
+
+    def get_events(self, tool: int) -> int:
+        return self.global_events.get(tool, 0)
+
+    def get_local_events(self, tool: int, code: object) -> int:
+        return self.local.get((tool, code), 0)
+
+
+def test_the_report_names_sys_monitoring_tools_and_events(monkeypatch):
+    fake = _FakeMonitoring()
+    monkeypatch.setattr(probes, "_MONITORING", fake)
+    from pydantic import BaseModel
+
+    integrity = probes.Integrity(modules=[probes], classes=[_Judge, BaseModel], instances=[_Judge()])
+    assert integrity.check() == []
+    fake.tools[3], fake.global_events[3] = "candidate", fake.events.PY_RETURN
+    found = integrity.check()
+    assert "registered a sys.monitoring tool (id 3, name 'candidate')" in found
+    assert "set the sys.monitoring events of tool 3 to PY_RETURN" in found
+    # Local events on the harness's own code, with the tool id freed to look unused.
+    del fake.tools[3], fake.global_events[3]
+    fake.local[3, probes.poison_memory.__code__] = fake.events.PY_START | fake.events.PY_RETURN
+    key = "htam_graph.runner.harness.probes.poison_memory"
+    assert integrity.check() == [f"set sys.monitoring events of tool 3 on {key}: PY_RETURN|PY_START"]
+    fake.local.clear()
+    assert integrity.check() == []
+
+
+# Marked gpu so that it runs where the GPU tests run: the GPU machines have Python 3.12,
+# the CI machine 3.11 (where the fake above stands in for the API).
+@pytest.mark.gpu
 @pytest.mark.skipif(MONITORING is None, reason="sys.monitoring is Python 3.12+ (the GPU machines run 3.12)")
 def test_sys_monitoring_tools_and_events_are_reported(integrity):
     mon = MONITORING

@@ -22,7 +22,7 @@ from htam_graph.bench.plan import BenchManifest, Layout, RunSpec, Stream, exclus
 from htam_graph.errors import UserError
 from htam_graph.llm.settings import LLMSettings
 from htam_graph.loop.clients import make_client
-from htam_graph.loop.evaluators import CandidateEvaluator, make_evaluator
+from htam_graph.loop.evaluators import CandidateEvaluator, HoldsNothing, make_evaluator
 from htam_graph.loop.optimizer import Optimizer, load_steps
 from htam_graph.loop.records import atomic_write
 from htam_graph.loop.runs import create_run, open_run
@@ -83,25 +83,18 @@ def run_worker(job: BenchJob, name: str, next_stream: Callable[[], Stream | None
             run_stream(job, stream, judge, name, emit)
 
 
-class Judgements:
+class Judgements(HoldsNothing):
     """The evaluator, with every result kept under judged/ by (task, code, judge settings):
     a candidate a run writes that an earlier run of this bench wrote too (the catalog is
     deterministic, and seeds of a method often meet the same kernels) gets the earlier
     judgement again, marked `reused`, instead of a second turn on the GPU. Results whose
     verdict says the judge could not finish (timeout, a runtime error of the judge) are
-    not kept."""
+    not kept. It holds nothing itself: whoever made the wrapped evaluator enters and leaves it."""
 
     def __init__(self, inner: CandidateEvaluator, folder: Path, config: EvalConfig) -> None:
         self.inner, self.folder = inner, folder
         self.label, self.device, self.target = inner.label, inner.device, inner.target
         self._settings = hashlib.sha256(config.model_dump_json().encode()).hexdigest()
-        self.reused = 0
-
-    def __enter__(self) -> Judgements:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
     def _path(self, task: Task, source: str) -> Path:
         key = f"{self.inner.label}\n{self._settings}\n{task.sha256}\n{hashlib.sha256(source.encode()).hexdigest()}"
@@ -114,7 +107,6 @@ class Judgements:
         except (OSError, ValidationError):
             earlier = None
         if earlier is not None:
-            self.reused += 1
             log.info("%s: candidate %s judged earlier in this bench; reused", task.id, earlier.candidate_sha256[:12])
             return earlier.model_copy(update={"reused": True})
         result = self.inner.evaluate(task, source)

@@ -73,7 +73,7 @@ STAND_IN_DEVICE = (
 )
 
 
-class _HoldsNothing:
+class HoldsNothing:
     """An evaluator without processes or a device to hold: entering and leaving do nothing."""
 
     def __enter__(self) -> Self:
@@ -85,7 +85,7 @@ class _HoldsNothing:
         return None
 
 
-class StandInEvaluator(_HoldsNothing):
+class StandInEvaluator(HoldsNothing):
     """Stands in for the GPU where there is none (CI, a laptop): the static cheat checks
     and the nvcc build are the runner's own; a candidate that passes both is called `ok`
     with a synthetic time derived from its content hash (eager 1.0 ms, candidate 0.5-2.0
@@ -166,7 +166,7 @@ def save_recording(path: Path, recording: Recording) -> None:
     os.replace(tmp, path)
 
 
-class ReplayEvaluator(_HoldsNothing):
+class ReplayEvaluator(HoldsNothing):
     """Serves results a GPU recorded (`htam demo --record FILE`), by task and candidate
     hash: the whole loop runs for real on a machine without a GPU, and every result it
     uses is one the GPU judge produced. A candidate that was not recorded is an error."""

@@ -25,13 +25,11 @@ date, command and versions).
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import datetime as dt
 import json
 import math
 import multiprocessing as mp
-import operator
 import os
 import sys
 import tempfile
@@ -50,7 +48,7 @@ from rich.table import Table
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from htam_graph.catalog.families import load_source  # noqa: E402
+from htam_graph.catalog.families import load_source, recognize  # noqa: E402
 from htam_graph.catalog.ir import Unsupported  # noqa: E402
 from htam_graph.catalog.knobs import Knobs  # noqa: E402
 from htam_graph.runner.build import BuildSettings, build_many, find_nvcc, nvcc_version  # noqa: E402
@@ -58,61 +56,24 @@ from htam_graph.runner.formats import static_cuda_sources  # noqa: E402
 from htam_graph.runner.static_checks import static_check  # noqa: E402
 from htam_graph.tasks import Task, load_tasks  # noqa: E402
 from tests.catalog.cpu_cuda import _shim, compare, compile_cpu  # noqa: E402
-from tests.catalog.variants import everything, recognized, render  # noqa: E402
+from tests.catalog.variants import everything, recognized, render, shrink  # noqa: E402
 
 ARCH = "sm_90"
 
 
-def _unsupported_reason(source: str) -> str:
-    from htam_graph.catalog.families import recognize
-
-    try:
-        recognize(source)
-    except Unsupported as e:
-        return str(e)
-    return ""
-
-
-_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
-        ast.Pow: operator.pow}  # fmt: skip
-
-
-def _int_value(node: ast.expr) -> int | None:
-    """The value of an integer constant expression (`16384 * 4`), else None."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
-        return node.value
-    if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
-        left, right = _int_value(node.left), _int_value(node.right)
-        if left is not None and right is not None and abs(right) < 64:
-            return int(_OPS[type(node.op)](left, right))
-    return None
-
-
-def small_sizes(source: str, sizes: tuple[int, ...] = (6, 37, 5, 12, 9)) -> str:
-    """The task with its module-level integer constants of 32 and up (also written as
-    expressions, `16384 * 4`) made small in turn from `sizes`, as the catalog's CPU tests
-    shrink the built-in suite (tests/catalog/variants.py)."""
-    tree = ast.parse(source)
-    k = 0
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and (value := _int_value(node.value)) is not None and value >= 32:
-            node.value = ast.Constant(sizes[k % len(sizes)])
-            k += 1
-    return ast.unparse(tree)
-
-
-def examine(task: Task, workdir: Path) -> dict[str, Any]:
+def examine(task: Task) -> dict[str, Any]:
     """The task's family and its two kernels' static findings and CUDA sources, plus the
     small task and its kernels for the simulator (built and run later, in parallel)."""
     row: dict[str, Any] = {"task": task.id, "level": task.level}
     started = time.perf_counter()
-    rec = recognized(task.source)
-    row["recognize_s"] = time.perf_counter() - started
-    if rec is None:
-        row.update(family="unsupported", reason=_unsupported_reason(task.source)[:300])
+    try:
+        rec = recognize(task.source)
+    except Unsupported as e:
+        row.update(recognize_s=time.perf_counter() - started, family="unsupported", reason=str(e)[:300])
         return row
+    row["recognize_s"] = time.perf_counter() - started
     row.update(family=rec.family.value, graph=rec.describe(), kernels={})
-    small = small_sizes(task.source)
+    small = shrink(task.source)
     small_rec = recognized(small)
     try:
         variants = [("base", render(rec, Knobs())), ("all", render(rec, everything(rec)))]
@@ -233,7 +194,7 @@ def main(
     with console.status("recognising") as status:
         for i, task in enumerate(tasks, 1):
             status.update(f"recognising {i}/{len(tasks)}: {task.id}")
-            rows.append(examine(task, workdir))
+            rows.append(examine(task))
     settings = BuildSettings(nvcc=find_nvcc(), cache_dir=workdir / "nvcc", arch=ARCH)
     entries = [e for r in rows for e in r.get("kernels", {}).values()]
     console.print(f"building {len(entries)} kernels with nvcc ({ARCH})")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import operator
 from functools import cache
 from pathlib import Path
 
@@ -27,17 +28,31 @@ def own() -> dict[str, str]:
     return {p.stem: p.read_text() for p in sorted(OWN_TASKS.glob("*.py"))}
 
 
+_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
+        ast.Pow: operator.pow}  # fmt: skip
+
+
+def _int_value(node: ast.expr) -> int | None:
+    """The value of an integer constant expression (`4096`, `16384 * 4`), else None."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+        return node.value
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+        left, right = _int_value(node.left), _int_value(node.right)
+        if left is not None and right is not None and abs(right) < 64:
+            return int(_OPS[type(node.op)](left, right))
+    return None
+
+
 def shrink(source: str, sizes: tuple[int, ...] = (6, 37, 5, 12, 9)) -> str:
-    """The task with its module-level size constants (32 and up) made small, in turn from
-    `sizes` (odd and even, so tails and 16-byte paths both run), for the CPU simulator."""
+    """The task with its module-level size constants (32 and up, also when written as an
+    expression: `16384 * 4`) made small, in turn from `sizes` (odd and even, so tails and
+    16-byte paths both run), for the CPU simulator."""
     tree = ast.parse(source)
     k = 0
     for node in tree.body:
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
-            value = node.value.value
-            if isinstance(value, int) and not isinstance(value, bool) and value >= 32:
-                node.value = ast.Constant(sizes[k % len(sizes)])
-                k += 1
+        if isinstance(node, ast.Assign) and (value := _int_value(node.value)) is not None and value >= 32:
+            node.value = ast.Constant(sizes[k % len(sizes)])
+            k += 1
     return ast.unparse(tree)
 
 

@@ -216,7 +216,7 @@ def prepare_like_the_referee(task: Task, config: EvalConfig) -> dict[str, Any]:
     try:
         refs = References(device, L2Flusher())
         reference = refs.prepare(task, config)
-        eager, _ = refs.timings(reference, config)
+        eager, _ = refs.timings(reference, config, None)
         skipped, float64 = [], True
         recipes = sets.plan(config.correctness_trials, True, reference.dtype == torch.float32, config.seed)
         for recipe in recipes:

@@ -74,7 +74,7 @@ def load_source(source: str) -> types.ModuleType:
     module.__file__ = f"<task {digest}>"
     sys.modules[name] = module
     try:
-        exec(compile(source, module.__file__, "exec"), module.__dict__)
+        exec(compile(source, module.__file__, "exec", dont_inherit=True), module.__dict__)
     except Exception as e:
         raise Unsupported(f"the task file does not import ({type(e).__name__}: {e})") from e
     finally:

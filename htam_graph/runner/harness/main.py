@@ -196,20 +196,10 @@ class Harness:
         return Loaded(weights=weights, health=self.health())
 
     def _exec(self, command: Load, name: str) -> types.ModuleType:
-        module = types.ModuleType(name)
-        module.__file__ = command.filename
-        linecache.cache[command.filename] = (
-            len(command.source),
-            None,
-            command.source.splitlines(True),
-            command.filename,
-        )
-        sys.modules[name] = module  # dataclasses and pickling look modules up by name
         try:
-            exec(compile(command.source, command.filename, "exec"), module.__dict__)
+            return exec_candidate(command.source, command.filename, name)
         except Exception as exc:
             raise self._load_failure(exc) from exc
-        return module
 
     def _load_failure(self, exc: Exception) -> _Fail:
         if isinstance(exc, CudaBuildError):
@@ -312,3 +302,15 @@ class Harness:
         return TrialDone(
             index=command.index, ms=done.ms, synced_ms=done.synced_ms, host_ms=done.host_ms, outputs=self._export(outs)
         )
+
+
+def exec_candidate(source: str, filename: str, name: str) -> types.ModuleType:
+    """Run the candidate's source as a module named `name`, as Python runs a file: compiled
+    without this module's `from __future__ import annotations` (dont_inherit), so its
+    module-level annotations run as code, as they do when a user runs the file."""
+    module = types.ModuleType(name)
+    module.__file__ = filename
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    sys.modules[name] = module  # dataclasses and pickling look modules up by name
+    exec(compile(source, filename, "exec", dont_inherit=True), module.__dict__)
+    return module

@@ -44,7 +44,7 @@ def load_module(task: Task) -> types.ModuleType:
     module.__file__ = str(task.path)
     sys.modules[name] = module  # dataclasses and pickling look modules up by name
     try:
-        exec(compile(task.source, str(task.path), "exec"), module.__dict__)
+        exec(compile(task.source, str(task.path), "exec", dont_inherit=True), module.__dict__)
     except Exception as exc:
         raise TaskError(f"{task.id}: importing the task failed with {type(exc).__name__}: {exc}") from exc
     finally:

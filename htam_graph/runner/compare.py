@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
@@ -112,27 +112,15 @@ class Comparison:
         return math.sqrt(self.err_sq) / math.sqrt(self.ref_sq) if self.ref_sq > 0 else math.sqrt(self.err_sq)
 
 
-@dataclass
-class _Running:
-    bad: int = 0
-    nonfinite_bad: int = 0
-    max_abs: float = 0.0
-    max_rel: float = 0.0
-    err_sq: float = 0.0
-    ref_sq: float = 0.0
-    survivors: int = 0
-    worst: tuple[float, int, float, float] = (-math.inf, -1, 0.0, 0.0)  # badness, index, got, want
-    firsts: dict[str, torch.Tensor] = field(default_factory=dict)
-    varies: dict[str, bool] = field(default_factory=lambda: {"out": False, "ref": False})
-
-    def constancy(self, name: str, bits: torch.Tensor) -> None:
-        first = self.firsts.setdefault(name, bits[:1].clone())
-        if not self.varies[name] and bool((bits != first).any()):
-            self.varies[name] = True
-
-
 def _where(index: int, ref: torch.Tensor) -> str:
     return f"output {index} (shape {list(ref.shape)}, {str(ref.dtype).removeprefix('torch.')})"
+
+
+# A slab's statistics, one float64 row computed on the tensors' device; all slabs' rows
+# cross to the host together, so a comparison waits for the device once, not per statistic.
+_SURVIVORS, _OUT_VARIES, _REF_VARIES, _BAD, _NONFINITE_BAD, _MAX_ABS, _MAX_REL, _ERR_SQ, _REF_SQ = range(9)
+_WORST, _WORST_AT, _GOT, _WANT = range(9, 13)
+_ROW = 13
 
 
 def compare(
@@ -153,96 +141,109 @@ def compare(
         out, ref = torch.view_as_real(out), torch.view_as_real(ref)
     a_tol, r_tol = tolerance(ref.dtype, atol, rtol)
     marker = marker_bits(poison, ref.dtype) if poison is not None else None
-    run = _Running()
-    offset = 0
     floating = ref.is_floating_point()
+    rows: list[torch.Tensor] = []
+    firsts: tuple[torch.Tensor, torch.Tensor] | None = None
+    offset = 0
     for o_slab, r_slab in slabs(out, ref, chunk=chunk):
         o_bits, r_bits = int_view(o_slab), int_view(r_slab)
-        run.constancy("out", o_bits)
-        run.constancy("ref", r_bits)
+        if firsts is None:
+            firsts = (o_bits[:1].clone(), r_bits[:1].clone())
+        row = torch.zeros(_ROW, dtype=torch.float64, device=o_slab.device)
+        row[_OUT_VARIES] = (o_bits != firsts[0]).any()
+        row[_REF_VARIES] = (r_bits != firsts[1]).any()
         if marker is not None:
-            run.survivors += int(((o_bits == marker) & (r_bits != marker)).sum().item())
+            row[_SURVIVORS] = ((o_bits == marker) & (r_bits != marker)).sum()
         if floating:
-            _float_slab(run, o_slab.double(), r_slab.double(), a_tol, r_tol, offset)
+            _float_slab(row, o_slab.double(), r_slab.double(), a_tol, r_tol, offset)
         else:
-            differ = o_slab != r_slab
-            count = int(differ.sum().item())
-            if count and run.worst[1] < 0:
-                first = int(differ.nonzero()[0, 0].item())
-                run.worst = (1.0, offset + first, float(o_slab[first].item()), float(r_slab[first].item()))
-            run.bad += count
-            run.max_abs = max(run.max_abs, float(count > 0))
-            run.max_rel = run.max_abs
+            _exact_slab(row, o_slab, r_slab, offset)
+        rows.append(row)
         offset += o_slab.numel()
+    stats = torch.stack(rows).tolist() if rows else []
     numel = ref.numel()
-    max_abs = math.inf if run.nonfinite_bad else run.max_abs
-    max_rel = math.inf if run.nonfinite_bad else run.max_rel
+    bad = int(sum(r[_BAD] for r in stats))
+    nonfinite_bad = int(sum(r[_NONFINITE_BAD] for r in stats))
+    max_abs = max_rel = 0.0
+    for r in stats:  # Python's max, slab after slab: a NaN statistic never wins
+        max_abs, max_rel = max(max_abs, r[_MAX_ABS]), max(max_rel, r[_MAX_REL])
     result = Comparison(
-        ok=run.bad == 0,
-        max_abs=max_abs,
-        max_rel=max_rel,
+        ok=bad == 0,
+        max_abs=math.inf if nonfinite_bad else max_abs,
+        max_rel=math.inf if nonfinite_bad else max_rel,
         message="",
-        bad=run.bad,
+        bad=bad,
         numel=numel,
-        err_sq=run.err_sq,
-        ref_sq=run.ref_sq,
-        survivors=run.survivors,
-        constant=numel >= 2 and not run.varies["out"],
-        ref_constant=numel >= 2 and not run.varies["ref"],
+        err_sq=sum(r[_ERR_SQ] for r in stats),
+        ref_sq=sum(r[_REF_SQ] for r in stats),
+        survivors=int(sum(r[_SURVIVORS] for r in stats)),
+        constant=numel >= 2 and not any(r[_OUT_VARIES] for r in stats),
+        ref_constant=numel >= 2 and not any(r[_REF_VARIES] for r in stats),
     )
-    if run.bad:
-        worst, got, want = run.worst[1:]
-        idx = [int(i) for i in torch.unravel_index(torch.tensor(worst), ref.shape)] if ref.dim() else []
+    if bad:
+        # The worst mismatch: the first slab's worst among those with the largest badness.
+        worst = max((r for r in stats if r[_BAD]), key=lambda r: r[_WORST])
+        at, got, want = int(worst[_WORST_AT]), worst[_GOT], worst[_WANT]
+        idx = [int(i) for i in torch.unravel_index(torch.tensor(at), ref.shape)] if ref.dim() else []
         tol = f"atol={a_tol:g} rtol={r_tol:g}" if floating else "exact equality"
-        nonfinite = f" ({run.nonfinite_bad} NaN/Inf)" if run.nonfinite_bad else ""
+        nonfinite = f" ({nonfinite_bad} NaN/Inf)" if nonfinite_bad else ""
         result.message = (
-            f"{where}: {run.bad} of {numel} elements outside {tol}{nonfinite}; "
+            f"{where}: {bad} of {numel} elements outside {tol}{nonfinite}; "
             f"worst at {idx}: got {got:.6g}, expected {want:.6g}"
         )
     return result
 
 
-def _float_slab(run: _Running, o: torch.Tensor, r: torch.Tensor, a_tol: float, r_tol: float, offset: int) -> None:
+def _float_slab(row: torch.Tensor, o: torch.Tensor, r: torch.Tensor, a_tol: float, r_tol: float, offset: int) -> None:
     close = torch.isclose(o, r, rtol=r_tol, atol=a_tol, equal_nan=True)
     finite = torch.isfinite(o) & torch.isfinite(r)
     diff = torch.where(finite, (o - r).abs(), torch.zeros_like(o))
-    bad = int((~close).sum().item())
-    run.nonfinite_bad += int((~close & ~finite).sum().item())
-    run.bad += bad
-    if diff.numel():
-        run.max_abs = max(run.max_abs, float(diff.max().item()))
-        # Relative error against |ref| + atol, so near-zero references do not blow it up.
-        run.max_rel = max(run.max_rel, float((diff / (r.abs() + a_tol)).max().item()))
-    run.err_sq += float(diff.square().sum().item())
-    run.ref_sq += float(torch.where(torch.isfinite(r), r, torch.zeros_like(r)).square().sum().item())
-    if bad:
-        # The worst mismatch: a non-finite one first, else the largest absolute difference.
-        badness = torch.where(close, torch.full_like(diff, -1.0), torch.where(finite, diff, torch.inf))
-        at = int(badness.argmax().item())
-        value = float(badness[at].item())
-        if value > run.worst[0]:
-            run.worst = (value, offset + at, float(o[at].item()), float(r[at].item()))
+    row[_BAD] = (~close).sum()
+    row[_NONFINITE_BAD] = (~close & ~finite).sum()
+    row[_MAX_ABS] = diff.max()
+    # Relative error against |ref| + atol, so near-zero references do not blow it up.
+    row[_MAX_REL] = (diff / (r.abs() + a_tol)).max()
+    row[_ERR_SQ] = diff.square().sum()
+    row[_REF_SQ] = torch.where(torch.isfinite(r), r, torch.zeros_like(r)).square().sum()
+    # The worst mismatch: a non-finite one first, else the largest absolute difference.
+    badness = torch.where(close, torch.full_like(diff, -1.0), torch.where(finite, diff, torch.inf))
+    at = badness.argmax()
+    row[_WORST] = badness[at]
+    row[_WORST_AT] = at + offset
+    row[_GOT], row[_WANT] = o[at], r[at]
+
+
+def _exact_slab(row: torch.Tensor, o: torch.Tensor, r: torch.Tensor, offset: int) -> None:
+    differ = o != r
+    count = differ.sum()
+    row[_BAD] = count
+    row[_MAX_ABS] = row[_MAX_REL] = (count > 0).double()
+    first = differ.to(torch.uint8).argmax()  # the first differing element (0 when none)
+    row[_WORST] = 1.0
+    row[_WORST_AT] = first + offset
+    row[_GOT], row[_WANT] = o[first].double(), r[first].double()
 
 
 def deviation(a: torch.Tensor, b: torch.Tensor, chunk: int = CHUNK) -> tuple[float, float]:
     """(max |a - b|, ||a - b||) over the elements where both are finite, in float64."""
-    largest = total = 0.0
+    rows = []
     for x, y in slabs(a, b, chunk=chunk):
         x64, y64 = x.double(), y.double()
         diff = torch.where(torch.isfinite(x64) & torch.isfinite(y64), (x64 - y64).abs(), torch.zeros_like(x64))
-        largest = max(largest, float(diff.max().item()))
-        total += float(diff.square().sum().item())
-    return largest, math.sqrt(total)
+        rows.append(torch.stack([diff.max(), diff.square().sum()]))
+    stats = torch.stack(rows).tolist() if rows else []
+    return max((r[0] for r in stats), default=0.0), math.sqrt(sum(r[1] for r in stats))
 
 
 def rms(t: torch.Tensor, chunk: int = CHUNK) -> float:
     """Root mean square over the finite elements."""
-    total, count = 0.0, 0
+    rows = []
     for (x,) in slabs(t, chunk=chunk):
         x64 = x.double()
         finite = torch.isfinite(x64)
-        total += float(torch.where(finite, x64, torch.zeros_like(x64)).square().sum().item())
-        count += int(finite.sum().item())
+        rows.append(torch.stack([torch.where(finite, x64, torch.zeros_like(x64)).square().sum(), finite.sum()]))
+    stats = torch.stack(rows).tolist() if rows else []
+    total, count = sum(r[0] for r in stats), sum(r[1] for r in stats)
     return math.sqrt(total / count) if count else 0.0
 
 
@@ -255,13 +256,14 @@ def bitwise_equal(a: torch.Tensor, b: torch.Tensor, chunk: int = CHUNK) -> bool:
 
 def fingerprint(t: torch.Tensor, chunk: int = CHUNK) -> tuple[object, ...]:
     """A position-sensitive checksum of the bits (plus shape and dtype): equal tensors have
-    equal fingerprints, and different ones almost surely do not."""
-    total = weighted = 0
+    equal fingerprints, and different ones almost surely do not. The sums wrap around in
+    int64 (the same on every device) and cross to the host once."""
+    sums = torch.zeros(2, dtype=torch.int64, device=t.device)
     offset = 0
     for (piece,) in slabs(t, chunk=chunk):
         bits = int_view(piece).to(torch.int64)
         weights = (torch.arange(offset, offset + bits.numel(), device=bits.device) % _FINGERPRINT_PRIME) + 1
-        total += int(bits.sum().item())
-        weighted += int((bits * weights).sum().item())
+        sums += torch.stack([bits.sum(), (bits * weights).sum()])
         offset += bits.numel()
+    total, weighted = sums.tolist()
     return (str(t.dtype), *t.shape, total, weighted)

@@ -60,10 +60,21 @@ def plan(correctness_trials: int, probes: bool, fp32: bool, seed: int | None) ->
 def task_inputs(module: ModuleType, seed: int, device: torch.device) -> list[Any]:
     """get_inputs() under `seed`, drawn on the GPU (drawing GBs on the CPU, as KernelBench
     does, takes seconds per call); tensors it pins to the CPU move over, contiguous."""
-    torch.manual_seed(seed)
+    seed_rngs(seed)
     with torch.device(device):
         inputs = list(module.get_inputs())
     return [x.to(device).contiguous() if isinstance(x, torch.Tensor) else x for x in inputs]
+
+
+def seed_rngs(seed: int) -> None:
+    """torch.manual_seed, for the generators a task can draw from (CPU and CUDA) only: on a
+    process whose CUDA is up, torch.manual_seed also queues a lazy seeding with a formatted
+    stack trace for each backend that is not (XPU, MTIA), about 1 ms a call in the referee."""
+    if torch.cuda.is_initialized():
+        torch.default_generator.manual_seed(seed)
+        torch.cuda.manual_seed_all(seed)
+    else:
+        torch.manual_seed(seed)
 
 
 def generate(module: ModuleType, recipe: Recipe, device: torch.device) -> list[Any]:

@@ -12,6 +12,8 @@ candidate (whose header records the knobs it was made with) and the step's strat
   when a step improves the best). A strategy (or direction) that changes nothing in the
   kernel gives no candidate, with the reason: the step is a failed generation.
 - repair: the catalog cannot fix its own templates; it answers with the best kernel so far.
+- directions: the globals with a strategy that changes the best kernel, the only ones the
+  policy then draws (a direction without one would be a failed generation).
 Every answer is deterministic, so runs replay exactly.
 """
 
@@ -74,6 +76,19 @@ class CatalogClient(LLMClient):
         return Completion(text=text, model=self.model, stop_reason="catalog")
 
     # -- the calls ----------------------------------------------------------------------------
+    def directions(self, state: dict[str, Any]) -> frozenset[str] | None:
+        """The globals under which some strategy of the catalog changes the run's best
+        kernel; None for a model the catalog has no kernels for (every step is then a failed
+        generation, whose answer says why)."""
+        try:
+            rec = recognize(state["task"]["source"])
+        except Unsupported:
+            return None
+        knobs, _ = best_record(state)
+        order = curriculum(rec.family)
+        globs = dict.fromkeys(sid.split(".", 1)[0] for sid in order)
+        return frozenset(g for g in globs if self._nth_composing(rec, knobs, _under(order, g), 0)[1] is not None)
+
     def select_local(self, context: dict[str, Any]) -> dict[str, str]:
         offered = context["locals"]
         state = context["state"]
@@ -116,8 +131,7 @@ class CatalogClient(LLMClient):
             if local is not None:
                 order = [local["id"]]
             else:
-                prefix = f"{glob['id']}." if glob is not None else ""
-                order = [sid for sid in curriculum(rec.family) if sid.startswith(prefix)]
+                order = _under(curriculum(rec.family), glob["id"] if glob is not None else None)
             skipped, chosen = self._nth_composing(rec, knobs, order, 0 if local else _steps_since_best(state))
             if chosen is None:
                 what = f"strategy {order[0]}" if local is not None else f"direction {glob['id']}" if glob else "catalog"
@@ -194,6 +208,12 @@ def best_record(state: dict[str, Any]) -> tuple[Knobs, list[str]]:
     except ValueError:
         log.warning("the best candidate's catalog record is not this catalog's; starting from the base kernel")
         return Knobs(), []
+
+
+def _under(order: list[str], glob_id: str | None) -> list[str]:
+    """The strategies of `order` under the global `glob_id` (all of them for None)."""
+    prefix = f"{glob_id}." if glob_id is not None else ""
+    return [sid for sid in order if sid.startswith(prefix)]
 
 
 def _steps_since_best(state: dict[str, Any]) -> int:

@@ -164,6 +164,12 @@ class LLMClient(ABC):
     def structured(self, prompt: Prompt, schema: type[T], max_tokens: int | None = None) -> tuple[T, Completion]:
         """An answer validated against `schema`; InvalidAnswer when it is not one."""
 
+    def directions(self, state: dict[str, Any]) -> frozenset[str] | None:
+        """The global directions this backend can act on in `state` (the step's state as
+        the prompts receive it, in JSON); None means all of them: a language model can
+        attempt any direction. The policy draws only among the directions named."""
+        return None
+
     def close(self) -> None:  # noqa: B027 - a hook with a default: only HTTP backends hold connections
         """Release connections; the default has none."""
 

@@ -81,6 +81,7 @@ class Direction(BaseModel):
     local: LocalView | None = None
     local_fallback: bool = False
     scores: list[GlobalScore] = Field(default_factory=list)
+    offered: list[str] | None = None  # the globals the backend could act on; None: all
     transitions: list[TransitionView] = Field(default_factory=list)
     retrieved: list[RetrievedStep] = Field(default_factory=list)
 
@@ -231,6 +232,7 @@ class Optimizer:
             started_at=started,
             scores=update.scores,
             probabilities={s.global_id: s.probability or 0.0 for s in direction.scores},
+            offered=direction.offered,
             global_id=update.global_id,
             local_id=update.local_id,
             local_fallback=direction.local_fallback,
@@ -278,11 +280,16 @@ class Optimizer:
     def _direction(self, state: StepState) -> Direction:
         if self.method in SCORED:
             prefix = [] if self.method == Method.HTAM_NO_PREFIX else self._prefix()
-            scores = with_probabilities(self.store.score(prefix, self.params), self.params.tau)
-            chosen = self.policy.choose(scores, state.step_index)
+            scores = self.store.score(prefix, self.params)
+            offered = self._offered(state, [s.global_id for s in scores])
+            scores = with_probabilities(scores, self.params.tau, offered)
+            chosen = self.policy.choose(scores, state.step_index, offered)
             glob = next(g for g in self.store.get_globals() if g.id == chosen.global_id)
             direction = Direction(
-                glob=GlobalView.of(glob, chosen), scores=scores, transitions=self._transitions(glob.id, prefix)
+                glob=GlobalView.of(glob, chosen),
+                scores=scores,
+                offered=offered,
+                transitions=self._transitions(glob.id, prefix),
             )
             if self.method in CHOOSES_LOCAL:
                 locals_ = [LocalView.of(loc) for loc in self.store.get_locals(glob.id)]
@@ -290,14 +297,27 @@ class Optimizer:
             return direction
         if self.method == Method.HTAM_NO_HIERARCHY:
             views = [LocalView.of(loc) for loc in self.store.get_locals()]
+            offered = self._offered(state, [v.global_id for v in views])
+            if offered is not None:
+                views = [v for v in views if v.global_id in offered]
             rng = self.policy.rng(state.step_index, "hierarchy-free")
             ranked = hierarchy_free_locals(views, self.params.alpha, rng)
             local, fallback = self._choose_local(state, Direction(), ranked)
             glob = next(g for g in self.store.get_globals() if g.id == local.global_id)
-            return Direction(glob=GlobalView.of(glob), local=local, local_fallback=fallback)
+            return Direction(glob=GlobalView.of(glob), local=local, local_fallback=fallback, offered=offered)
         if self.method == Method.FLAT:
             return Direction(retrieved=self._similar_steps())
         return Direction()
+
+    def _offered(self, state: StepState, candidates: list[str]) -> list[str] | None:
+        """The globals among `candidates` that the backend says it can act on in this state
+        (asked with the state as the prompts receive it), sorted; None for all of them: the
+        backend named none (a language model), or none of the candidates (every direction
+        would fail, so the method draws as it would without the backend's word)."""
+        can = self.client.directions(_jsonable({"state": state})["state"])
+        if not can:
+            return None
+        return sorted(set(candidates) & can) or None
 
     def _transitions(self, target: str, prefix: list[str]) -> list[TransitionView]:
         edges = {(t.source, t.target): t for t in self.store.get_transitions() if t.target == target}

@@ -63,6 +63,11 @@ class StepRecord(BaseModel):
     finished_at: datetime = Field(default_factory=utcnow)
     scores: dict[str, float] = Field(default_factory=dict, description="S(g) of every global at decision time")
     probabilities: dict[str, float] = Field(default_factory=dict)
+    offered: list[str] | None = Field(
+        None,
+        description="the globals the backend said it could act on, the only ones the method could choose "
+        "(P(g) = 0 for the others); None: all of them",
+    )
     global_id: str | None
     local_id: str | None
     local_fallback: bool = Field(False, description="the local was taken by score after invalid answers")

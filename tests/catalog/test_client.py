@@ -86,6 +86,18 @@ def test_htam_applies_the_memorys_strategies_to_the_best_kernel(tmp_path: Path, 
         assert set(first) <= set(best_record({"best": {"source": later.final.source}})[1])
 
 
+@pytest.mark.parametrize("method", [Method.HTAM, Method.HTAM_NO_PREFIX])
+def test_htam_draws_only_directions_with_a_composing_template(
+    method: Method, tmp_path: Path, store: SQLiteStore
+) -> None:
+    """An elementwise chain: no template in data_reuse, reduction_sync, algorithmic or
+    precision_tensor_cores, so without the catalog's directions many steps gave no candidate."""
+    summary = run("level2/2_Swish_Bias_Scale", method, 6, tmp_path, store, f"swish-{method.value}")
+    for record in steps(summary):
+        assert record.verdict == Verdict.OK and record.offered and record.global_id in record.offered
+        assert not {"data_reuse", "reduction_sync", "algorithmic", "precision_tensor_cores"} & set(record.offered)
+
+
 def test_feedback_walks_the_familys_order(tmp_path: Path, store: SQLiteStore) -> None:
     summary = run("level2/2_Swish_Bias_Scale", Method.FEEDBACK, 4, tmp_path, store, "swish")
     segments: list[list[str]] = [[]]  # strategies tried while the best stood still

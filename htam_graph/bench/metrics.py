@@ -92,6 +92,13 @@ def per_family(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["family", "method", *METRICS])
 
 
+def finished_everywhere(runs: pd.DataFrame, planned_per_task: int) -> pd.DataFrame:
+    """The runs of the tasks whose every planned run (each method and seed) finished: in a
+    partial bench, the tasks on which the methods compare like for like."""
+    counts = runs.groupby("task_id").size()
+    return runs[runs["task_id"].isin(counts[counts == planned_per_task].index)]
+
+
 def per_method(seeds: pd.DataFrame) -> pd.DataFrame:
     """The mean of every metric over seeds, with its standard deviation (`<metric>_std`,
     NaN for one seed) and the number of seeds."""

@@ -16,7 +16,7 @@ from matplotlib.figure import Figure  # the object API: no pyplot, no global bac
 from matplotlib.ticker import FixedLocator, FormatStrFormatter, NullLocator
 from pydantic import BaseModel
 
-from htam_graph.bench.metrics import FAST_P, fast_p_curve, per_family, per_method, per_seed
+from htam_graph.bench.metrics import FAST_P, fast_p_curve, finished_everywhere, per_family, per_method, per_seed
 from htam_graph.bench.plan import BenchManifest, Layout, streams
 from htam_graph.bench.results import Results, collect, write_tables
 from htam_graph.errors import UserError
@@ -84,7 +84,13 @@ def write_report(layout: Layout, manifest: BenchManifest, results: Results) -> p
     seeds = per_seed(results.runs)
     methods = per_method(seeds)
     families = per_family(results.runs)
+    config = manifest.config
+    common = None
+    if len(results.runs) < len(config.tasks) * len(config.methods) * len(config.seeds):
+        common = per_method(per_seed(finished_everywhere(results.runs, len(config.methods) * len(config.seeds))))
     layout.results.mkdir(parents=True, exist_ok=True)
+    if common is not None:
+        common.to_csv(layout.results / "metrics_finished_tasks.csv", index=False)
     seeds.to_csv(layout.results / "metrics_per_seed.csv", index=False)
     methods.to_csv(layout.results / "metrics.csv", index=False)
     families.to_csv(layout.results / "metrics_per_family.csv", index=False)
@@ -96,7 +102,7 @@ def write_report(layout: Layout, manifest: BenchManifest, results: Results) -> p
     }
     for name, figure in plots.items():
         figure.savefig(layout.plots / f"{name}.png", dpi=120)
-    text = _markdown(manifest, results, seeds, methods, families)
+    text = _markdown(manifest, results, seeds, methods, families, common)
     tmp = layout.report.with_name(f".{layout.report.name}.tmp")
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(layout.report)
@@ -221,7 +227,12 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
 
 
 def _markdown(
-    manifest: BenchManifest, results: Results, seeds: pd.DataFrame, methods: pd.DataFrame, families: pd.DataFrame
+    manifest: BenchManifest,
+    results: Results,
+    seeds: pd.DataFrame,
+    methods: pd.DataFrame,
+    families: pd.DataFrame,
+    common: pd.DataFrame | None = None,
 ) -> str:
     config, runs = manifest.config, results.runs
     evaluator = config.evaluator
@@ -295,6 +306,8 @@ def _markdown(
             ]
         )
     parts.append(_table(header, rows))
+    if common is not None:
+        parts.append(_finished_tasks(common, runs, len(config.methods) * n_seeds))
     parts.append("![fast_p over p, per method](plots/fast_p.png)")
     parts.append("![speedup distribution per method](plots/speedup.png)")
     parts.append("![cost per task, per method](plots/cost.png)")
@@ -347,6 +360,27 @@ def _markdown(
     parts.append(_per_task(runs, [m.value for m in config.methods]))
     parts.append(DEFINITIONS)
     return "\n\n".join(parts) + "\n"
+
+
+def _finished_tasks(common: pd.DataFrame, runs: pd.DataFrame, per_task: int) -> str:
+    """A partial bench's like-for-like table: the tasks whose every run finished."""
+    tasks = finished_everywhere(runs, per_task)["task_id"].nunique()
+    title = f"### Over the {tasks} tasks whose {per_task} runs all finished"
+    if common.empty:
+        return f"{title}\n\nNo task has all its runs finished yet: the table above compares methods on different tasks."
+    rows = [
+        [
+            f"**{m['method']}**",
+            _share(m["correct"], m["correct_std"]),
+            _share(m["fast_1"], m["fast_1_std"]),
+            _times(m["geomean"], m["geomean_std"]),
+            _times(m["geomean_compile"], m["geomean_compile_std"], "not timed"),
+        ]
+        for _, m in common.iterrows()
+    ]
+    note = "The table above is over each method's own finished runs; this one compares the methods on the same tasks."
+    table = _table(["method", "correct", "fast_1", "geomean", "vs torch.compile"], rows)
+    return f"{title}\n\n{note}\n\n{table}"
 
 
 def _compile_reference(evaluator: str, asked: bool, runs: pd.DataFrame) -> str:

@@ -14,7 +14,6 @@ import hashlib
 import inspect
 import logging
 import math
-import sys
 import types
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -26,6 +25,7 @@ from htam_graph.catalog import ir
 from htam_graph.catalog.frontends import trace_dispatch, trace_fx
 from htam_graph.catalog.ir import Node, Unsupported
 from htam_graph.catalog.lowering import Lowering
+from htam_graph.tasks import exec_source
 from htam_graph.vocab import OperatorFamily
 
 log = logging.getLogger(__name__)
@@ -69,16 +69,10 @@ class Recognition:
 def load_source(source: str) -> types.ModuleType:
     """The task file executed as a fresh module (registered only while it runs)."""
     digest = hashlib.sha256(source.encode()).hexdigest()[:16]
-    name = f"htam_catalog_task_{digest}"
-    module = types.ModuleType(name)
-    module.__file__ = f"<task {digest}>"
-    sys.modules[name] = module
     try:
-        exec(compile(source, module.__file__, "exec", dont_inherit=True), module.__dict__)
+        module = exec_source(source, f"<task {digest}>", f"htam_catalog_task_{digest}")
     except Exception as e:
         raise Unsupported(f"the task file does not import ({type(e).__name__}: {e})") from e
-    finally:
-        sys.modules.pop(name, None)
     for required in ("Model", "get_inputs", "get_init_inputs"):
         if not hasattr(module, required):
             raise Unsupported(f"the task file defines no {required}")

@@ -3,6 +3,7 @@
 from htam_graph.tasks.loader import (
     Task,
     builtin_suite_dir,
+    exec_source,
     load_task,
     load_tasks,
     matches,
@@ -10,4 +11,13 @@ from htam_graph.tasks.loader import (
     task_dtype,
 )
 
-__all__ = ["Task", "builtin_suite_dir", "load_task", "load_tasks", "matches", "resolve_task", "task_dtype"]
+__all__ = [
+    "Task",
+    "builtin_suite_dir",
+    "exec_source",
+    "load_task",
+    "load_tasks",
+    "matches",
+    "resolve_task",
+    "task_dtype",
+]

@@ -11,6 +11,7 @@ import ast
 import difflib
 import hashlib
 import importlib.util
+import linecache
 import re
 import sys
 import uuid
@@ -72,6 +73,24 @@ class Task(BaseModel):
         finally:
             sys.modules.pop(module_name, None)
         return module
+
+
+def exec_source(source: str, filename: str, name: str, keep: bool = False) -> ModuleType:
+    """`source` run as a fresh module named `name`, as Python runs a file: compiled without
+    the caller's `from __future__` flags (dont_inherit), so module-level annotations run as
+    code, as they do for a user. Its lines are cached under `filename` for tracebacks. It
+    is in sys.modules while it runs (dataclasses and pickling look modules up by name) and
+    stays there only with `keep`. What the source raises propagates."""
+    module = ModuleType(name)
+    module.__file__ = filename
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    sys.modules[name] = module
+    try:
+        exec(compile(source, filename, "exec", dont_inherit=True), module.__dict__)
+    finally:
+        if not keep:
+            sys.modules.pop(name, None)
+    return module
 
 
 def _validate(path: Path, source: str) -> None:

@@ -207,15 +207,3 @@ def test_sys_monitoring_tools_and_events_are_reported(integrity):
         mon.register_callback(tool, mon.events.PY_RETURN, None)
         mon.free_tool_id(tool)
     assert integrity.check() == []
-
-
-def test_candidate_module_runs_its_annotations_as_python_does():
-    # The harness has `from __future__ import annotations`; the candidate must not inherit it,
-    # or a patch written as a module-level annotation would not run in the judge but would
-    # run for the user (the red team's annotation_patch.py).
-    from htam_graph.runner.harness.main import exec_candidate
-
-    module = exec_candidate(
-        "hits = []\nmarker: hits.append(1)\n", "<annotation test>", "htam_candidate_annotation_test"
-    )
-    assert module.hits == [1]

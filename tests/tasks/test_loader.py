@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from htam_graph.errors import UserError
-from htam_graph.tasks import builtin_suite_dir, load_task, load_tasks, resolve_task, task_dtype
+from htam_graph.tasks import builtin_suite_dir, exec_source, load_task, load_tasks, resolve_task, task_dtype
 
 VALID = '''\
 """Doubles its input."""
@@ -242,3 +242,14 @@ def test_load_module_gives_a_fresh_module_and_leaves_sys_modules_alone():
     assert first.__name__ != second.__name__
     assert set(sys.modules) == before
     assert callable(first.get_inputs) and callable(first.get_init_inputs)
+
+
+def test_source_runs_its_annotations_as_python_does():
+    # The harness and the referee have `from __future__ import annotations`; the candidate
+    # and task modules they run must not inherit it, or a patch written as a module-level
+    # annotation would not run in the judge but would run for the user (the red team's
+    # annotation_patch.py).
+    kept = exec_source("hits = []\nmarker: hits.append(1)\n", "<annotation test>", "htam_annotation_test", keep=True)
+    assert kept.hits == [1] and sys.modules.pop("htam_annotation_test") is kept
+    passing = exec_source("hits = []\nmarker: hits.append(1)\n", "<annotation test 2>", "htam_annotation_test_2")
+    assert passing.hits == [1] and "htam_annotation_test_2" not in sys.modules

@@ -10,7 +10,6 @@ nothing: comparisons, reference timings and verdicts happen in the referee.
 from __future__ import annotations
 
 import hashlib
-import linecache
 import logging
 import os
 import sys
@@ -53,6 +52,7 @@ from htam_graph.runner.protocol import (
     Warmed,
     Warmup,
 )
+from htam_graph.tasks import exec_source
 from htam_graph.vocab import Verdict
 
 logger = logging.getLogger(__name__)
@@ -197,7 +197,7 @@ class Harness:
 
     def _exec(self, command: Load, name: str) -> types.ModuleType:
         try:
-            return exec_candidate(command.source, command.filename, name)
+            return exec_source(command.source, command.filename, name, keep=True)
         except Exception as exc:
             raise self._load_failure(exc) from exc
 
@@ -302,15 +302,3 @@ class Harness:
         return TrialDone(
             index=command.index, ms=done.ms, synced_ms=done.synced_ms, host_ms=done.host_ms, outputs=self._export(outs)
         )
-
-
-def exec_candidate(source: str, filename: str, name: str) -> types.ModuleType:
-    """Run the candidate's source as a module named `name`, as Python runs a file: compiled
-    without this module's `from __future__ import annotations` (dont_inherit), so its
-    module-level annotations run as code, as they do when a user runs the file."""
-    module = types.ModuleType(name)
-    module.__file__ = filename
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    sys.modules[name] = module  # dataclasses and pickling look modules up by name
-    exec(compile(source, filename, "exec", dont_inherit=True), module.__dict__)
-    return module

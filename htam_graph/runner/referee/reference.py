@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import logging
-import sys
 import types
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,7 +23,7 @@ from htam_graph.runner.jobs import EvalConfig
 from htam_graph.runner.models import Timing
 from htam_graph.runner.referee.inputs import task_inputs
 from htam_graph.runner.timing import Gate, L2Flusher, time_gpu
-from htam_graph.tasks import Task
+from htam_graph.tasks import Task, exec_source
 
 logger = logging.getLogger(__name__)
 
@@ -39,17 +38,10 @@ class TaskError(Exception):
 
 
 def load_module(task: Task) -> types.ModuleType:
-    name = f"htam_task_{task.sha256[:16]}"
-    module = types.ModuleType(name)
-    module.__file__ = str(task.path)
-    sys.modules[name] = module  # dataclasses and pickling look modules up by name
     try:
-        exec(compile(task.source, str(task.path), "exec", dont_inherit=True), module.__dict__)
+        return exec_source(task.source, str(task.path), f"htam_task_{task.sha256[:16]}")
     except Exception as exc:
         raise TaskError(f"{task.id}: importing the task failed with {type(exc).__name__}: {exc}") from exc
-    finally:
-        sys.modules.pop(name, None)
-    return module
 
 
 def timing_set_count(inputs: list[Any]) -> int:

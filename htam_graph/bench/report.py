@@ -85,12 +85,14 @@ def write_report(layout: Layout, manifest: BenchManifest, results: Results) -> p
     methods = per_method(seeds)
     families = per_family(results.runs)
     config = manifest.config
-    common = None
-    if len(results.runs) < len(config.tasks) * len(config.methods) * len(config.seeds):
-        common = per_method(per_seed(finished_everywhere(results.runs, len(config.methods) * len(config.seeds))))
+    per_task = len(config.methods) * len(config.seeds)
+    common: tuple[pd.DataFrame, int] | None = None  # partial: per method over the tasks whose every run finished
+    if len(results.runs) < len(config.tasks) * per_task:
+        finished = finished_everywhere(results.runs, per_task)
+        common = (per_method(per_seed(finished)), finished["task_id"].nunique())
     layout.results.mkdir(parents=True, exist_ok=True)
     if common is not None:
-        common.to_csv(layout.results / "metrics_finished_tasks.csv", index=False)
+        common[0].to_csv(layout.results / "metrics_finished_tasks.csv", index=False)
     seeds.to_csv(layout.results / "metrics_per_seed.csv", index=False)
     methods.to_csv(layout.results / "metrics.csv", index=False)
     families.to_csv(layout.results / "metrics_per_family.csv", index=False)
@@ -232,7 +234,7 @@ def _markdown(
     seeds: pd.DataFrame,
     methods: pd.DataFrame,
     families: pd.DataFrame,
-    common: pd.DataFrame | None = None,
+    common: tuple[pd.DataFrame, int] | None = None,
 ) -> str:
     config, runs = manifest.config, results.runs
     evaluator = config.evaluator
@@ -307,7 +309,7 @@ def _markdown(
         )
     parts.append(_table(header, rows))
     if common is not None:
-        parts.append(_finished_tasks(common, runs, len(config.methods) * n_seeds))
+        parts.append(_finished_tasks(*common, len(config.methods) * n_seeds))
     parts.append("![fast_p over p, per method](plots/fast_p.png)")
     parts.append("![speedup distribution per method](plots/speedup.png)")
     parts.append("![cost per task, per method](plots/cost.png)")
@@ -362,9 +364,9 @@ def _markdown(
     return "\n\n".join(parts) + "\n"
 
 
-def _finished_tasks(common: pd.DataFrame, runs: pd.DataFrame, per_task: int) -> str:
-    """A partial bench's like-for-like table: the tasks whose every run finished."""
-    tasks = finished_everywhere(runs, per_task)["task_id"].nunique()
+def _finished_tasks(common: pd.DataFrame, tasks: int, per_task: int) -> str:
+    """A partial bench's like-for-like table: `common`, the metrics per method over the
+    `tasks` tasks whose every run finished."""
     title = f"### Over the {tasks} tasks whose {per_task} runs all finished"
     if common.empty:
         return f"{title}\n\nNo task has all its runs finished yet: the table above compares methods on different tasks."

@@ -20,7 +20,7 @@ import torch
 
 from htam_graph.runner.protocol import PoisonName
 
-CHUNK = 1 << 24  # elements per slab: 128 MB per float64 temporary
+CHUNK = 1 << 24  # elements per slab: 64 MB per float32 temporary (128 MB for float64 outputs)
 _INT_OF_SIZE = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 _FINGERPRINT_PRIME = 65_521
 
@@ -118,9 +118,17 @@ def _where(index: int, ref: torch.Tensor) -> str:
 
 # A slab's statistics, one float64 row computed on the tensors' device; all slabs' rows
 # cross to the host together, so a comparison waits for the device once, not per statistic.
-_SURVIVORS, _OUT_VARIES, _REF_VARIES, _BAD, _NONFINITE_BAD, _MAX_ABS, _MAX_REL, _ERR_SQ, _REF_SQ = range(9)
-_WORST, _WORST_AT, _GOT, _WANT = range(9, 13)
-_ROW = 13
+# The squared norms are kept as (norm of x / s, s) with s = max |x|, so a sum of squares of
+# float32 values cannot overflow: the host squares norm * s in Python floats.
+_SURVIVORS, _OUT_VARIES, _REF_VARIES, _BAD, _NONFINITE_BAD, _MAX_ABS, _MAX_REL = range(7)
+_ERR_NORM, _ERR_SCALE, _REF_NORM, _REF_SCALE, _WORST, _WORST_AT, _GOT, _WANT = range(7, 15)
+
+
+def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    """float64 stays float64; every narrower float is compared in float32 (as KernelBench's
+    allclose does): half the memory traffic of float64, and float32 represents every half,
+    bfloat16 and float32 value and their differences to well under the 1e-4 tolerance."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
 
 
 def compare(
@@ -149,16 +157,14 @@ def compare(
         o_bits, r_bits = int_view(o_slab), int_view(r_slab)
         if firsts is None:
             firsts = (o_bits[:1].clone(), r_bits[:1].clone())
-        row = torch.zeros(_ROW, dtype=torch.float64, device=o_slab.device)
-        row[_OUT_VARIES] = (o_bits != firsts[0]).any()
-        row[_REF_VARIES] = (r_bits != firsts[1]).any()
-        if marker is not None:
-            row[_SURVIVORS] = ((o_bits == marker) & (r_bits != marker)).sum()
+        survivors = ((o_bits == marker) & (r_bits != marker)).sum() if marker is not None else _ZERO
+        head: list[torch.Tensor | float] = [survivors, (o_bits != firsts[0]).any(), (r_bits != firsts[1]).any()]
         if floating:
-            _float_slab(row, o_slab.double(), r_slab.double(), a_tol, r_tol, offset)
+            dtype = _compute_dtype(ref.dtype)
+            tail: list[torch.Tensor | float] = [*_float_slab(o_slab.to(dtype), r_slab.to(dtype), a_tol, r_tol, offset)]
         else:
-            _exact_slab(row, o_slab, r_slab, offset)
-        rows.append(row)
+            tail = _exact_slab(o_slab, r_slab, offset)
+        rows.append(torch.stack([_scalar(x, o_slab.device) for x in head + tail]))
         offset += o_slab.numel()
     stats = torch.stack(rows).tolist() if rows else []
     numel = ref.numel()
@@ -174,8 +180,8 @@ def compare(
         message="",
         bad=bad,
         numel=numel,
-        err_sq=sum(r[_ERR_SQ] for r in stats),
-        ref_sq=sum(r[_REF_SQ] for r in stats),
+        err_sq=sum((r[_ERR_NORM] * r[_ERR_SCALE]) ** 2 for r in stats),
+        ref_sq=sum((r[_REF_NORM] * r[_REF_SCALE]) ** 2 for r in stats),
         survivors=int(sum(r[_SURVIVORS] for r in stats)),
         constant=numel >= 2 and not any(r[_OUT_VARIES] for r in stats),
         ref_constant=numel >= 2 and not any(r[_REF_VARIES] for r in stats),
@@ -194,34 +200,60 @@ def compare(
     return result
 
 
-def _float_slab(row: torch.Tensor, o: torch.Tensor, r: torch.Tensor, a_tol: float, r_tol: float, offset: int) -> None:
+_ZERO = 0.0
+
+
+def _scalar(x: torch.Tensor | float, device: torch.device) -> torch.Tensor:
+    """A 0-d float64 tensor on `device`, made there (a host value is a fill, not a copy)."""
+    if isinstance(x, torch.Tensor):
+        return x.double()
+    return torch.full((), x, dtype=torch.float64, device=device)
+
+
+def _scaled_norm(x: torch.Tensor, largest: torch.Tensor) -> list[torch.Tensor]:
+    """[||x / s||, s] with s = largest (max |x|, in x's dtype, kept above 0), so no square
+    of a float32 value overflows; the host multiplies them back in Python floats."""
+    scale = largest.clamp_min(torch.finfo(x.dtype).tiny)
+    return [torch.linalg.vector_norm(x / scale), scale]
+
+
+def _float_slab(o: torch.Tensor, r: torch.Tensor, a_tol: float, r_tol: float, offset: int) -> list[torch.Tensor]:
+    """The float statistics of one slab (torch.isclose's semantics, equal_nan=True), as
+    0-d tensors on the device in the order _BAD .. _WANT: no value crosses to the host."""
     close = torch.isclose(o, r, rtol=r_tol, atol=a_tol, equal_nan=True)
-    finite = torch.isfinite(o) & torch.isfinite(r)
-    diff = torch.where(finite, (o - r).abs(), torch.zeros_like(o))
-    row[_BAD] = (~close).sum()
-    row[_NONFINITE_BAD] = (~close & ~finite).sum()
-    row[_MAX_ABS] = diff.max()
+    infinite = ~(torch.isfinite(o) & torch.isfinite(r))
+    far = ~close
+    diff = (o - r).abs_().masked_fill_(infinite, 0.0)  # where both are finite
+    max_abs = diff.max()
+    err = _scaled_norm(diff, max_abs)
+    ref_abs = r.abs().masked_fill_(~torch.isfinite(r), 0.0)
+    ref = _scaled_norm(ref_abs, ref_abs.max())
     # Relative error against |ref| + atol, so near-zero references do not blow it up.
-    row[_MAX_REL] = (diff / (r.abs() + a_tol)).max()
-    row[_ERR_SQ] = diff.square().sum()
-    row[_REF_SQ] = torch.where(torch.isfinite(r), r, torch.zeros_like(r)).square().sum()
+    max_rel = (diff / ref_abs.add_(a_tol)).max()
     # The worst mismatch: a non-finite one first, else the largest absolute difference.
-    badness = torch.where(close, torch.full_like(diff, -1.0), torch.where(finite, diff, torch.inf))
-    at = badness.argmax()
-    row[_WORST] = badness[at]
-    row[_WORST_AT] = at + offset
-    row[_GOT], row[_WANT] = o[at], r[at]
+    badness = diff.masked_fill_(infinite, math.inf).masked_fill_(close, -1.0)
+    at = badness.argmax().reshape(1)
+    return [
+        far.sum(),
+        (far & infinite).sum(),
+        max_abs,
+        max_rel,
+        *err,
+        *ref,
+        badness.take(at)[0],
+        at[0] + offset,
+        o.take(at)[0],
+        r.take(at)[0],
+    ]
 
 
-def _exact_slab(row: torch.Tensor, o: torch.Tensor, r: torch.Tensor, offset: int) -> None:
+def _exact_slab(o: torch.Tensor, r: torch.Tensor, offset: int) -> list[torch.Tensor | float]:
     differ = o != r
     count = differ.sum()
-    row[_BAD] = count
-    row[_MAX_ABS] = row[_MAX_REL] = (count > 0).double()
-    first = differ.to(torch.uint8).argmax()  # the first differing element (0 when none)
-    row[_WORST] = 1.0
-    row[_WORST_AT] = first + offset
-    row[_GOT], row[_WANT] = o[first].double(), r[first].double()
+    first = differ.to(torch.uint8).argmax().reshape(1)  # the first differing element (0 when none)
+    mismatch = (count > 0).double()
+    zero = [_ZERO] * 4  # no norms: integers are compared exactly
+    return [count, _ZERO, mismatch, mismatch, *zero, 1.0, first[0] + offset, o.take(first)[0], r.take(first)[0]]
 
 
 def deviation(a: torch.Tensor, b: torch.Tensor, chunk: int = CHUNK) -> tuple[float, float]:
@@ -254,6 +286,21 @@ def bitwise_equal(a: torch.Tensor, b: torch.Tensor, chunk: int = CHUNK) -> bool:
     return all(bool(torch.equal(int_view(x), int_view(y))) for x, y in slabs(a, b, chunk=chunk))
 
 
+_WEIGHTS: dict[torch.device, torch.Tensor] = {}  # i % prime + 1 for i < its length, per device
+
+
+def _weights(offset: int, count: int, device: torch.device) -> torch.Tensor:
+    """The fingerprint's position weights (i % prime + 1) for positions offset .. offset +
+    count, a slice of one tensor kept per device (they repeat with the prime's period)."""
+    start = offset % _FINGERPRINT_PRIME
+    cached = _WEIGHTS.get(device)
+    if cached is None or cached.numel() < start + count:
+        length = max(start + count, min(CHUNK, 1 << 20) + _FINGERPRINT_PRIME)
+        cached = (torch.arange(length, device=device) % _FINGERPRINT_PRIME + 1).to(torch.int32)
+        _WEIGHTS[device] = cached
+    return cached[start : start + count]
+
+
 def fingerprint(t: torch.Tensor, chunk: int = CHUNK) -> tuple[object, ...]:
     """A position-sensitive checksum of the bits (plus shape and dtype): equal tensors have
     equal fingerprints, and different ones almost surely do not. The sums wrap around in
@@ -262,7 +309,7 @@ def fingerprint(t: torch.Tensor, chunk: int = CHUNK) -> tuple[object, ...]:
     offset = 0
     for (piece,) in slabs(t, chunk=chunk):
         bits = int_view(piece).to(torch.int64)
-        weights = (torch.arange(offset, offset + bits.numel(), device=bits.device) % _FINGERPRINT_PRIME) + 1
+        weights = _weights(offset, bits.numel(), bits.device)
         sums += torch.stack([bits.sum(), (bits * weights).sum()])
         offset += bits.numel()
     total, weighted = sums.tolist()

@@ -115,22 +115,33 @@ def test_deviation_and_rms_skip_non_finite_elements():
     assert compare.rms(a, chunk=3) == pytest.approx(math.sqrt((1 + 4 + 16) / 3))
 
 
-def test_a_large_output_is_never_copied_whole_to_float64(monkeypatch):
-    """A 64 M-element output (256 MB fp32) with 16 M-element slabs: every float64 copy the
-    comparison makes is one slab, never the whole output (the failure on KernelBench's 7 GB
-    outputs was a float64 copy of each)."""
+def test_a_large_output_is_never_copied_whole(monkeypatch):
+    """A 64 M-element fp16 output with 16 M-element slabs: every upcast copy the comparison
+    makes is one slab, never the whole output (the failure on KernelBench's 7 GB outputs
+    was a float64 copy of each)."""
     n = 4 * compare.CHUNK
-    ref = torch.rand(n)
+    ref = torch.rand(n, dtype=torch.float16)
     out = ref.clone()
     out[n - 1] += 1.0
     sizes = []
-    double = torch.Tensor.double
+    to = torch.Tensor.to
 
     def recording(self, *args, **kwargs):
         sizes.append(self.numel())
-        return double(self, *args, **kwargs)
+        return to(self, *args, **kwargs)
 
-    monkeypatch.setattr(torch.Tensor, "double", recording)
+    monkeypatch.setattr(torch.Tensor, "to", recording)
     got = compare.compare(0, out, ref)
     assert not got.ok and got.bad == 1 and f"worst at [{n - 1}]" in got.message
     assert sizes and max(sizes) <= compare.CHUNK
+
+
+def test_sums_of_squares_do_not_overflow_in_float32():
+    """Values whose squares overflow float32 (|x| > 1.8e19) still give finite norms."""
+    ref = torch.full((10,), 1e30)
+    out = ref.clone()
+    out[3] = 2e30
+    got = compare.compare(0, out, ref, chunk=SMALL)
+    assert got.ref_sq == pytest.approx(10 * 1e60, rel=1e-5)
+    assert got.err_sq == pytest.approx(1e60, rel=1e-5)
+    assert got.norm_error == pytest.approx(math.sqrt(0.1), rel=1e-5)

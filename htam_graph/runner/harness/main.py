@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import os
 import sys
 import time
@@ -114,6 +115,7 @@ class Harness:
         self.timed: deque[Any] = deque()
         self.integrity: probes.Integrity | None = None
         self.gate: timing.Gate | None = None
+        self.host_ms = 0.0  # the slowest host time of a forward call so far
 
     def serve(self) -> None:
         while True:
@@ -228,9 +230,12 @@ class Harness:
         return partial(self.model, *self.sets[key])
 
     def _run(self, call: Callable[[], Any]) -> Any:
-        """Run to completion; an exception is the candidate's runtime error."""
+        """Run to completion; an exception is the candidate's runtime error. The host time
+        of the call joins self.host_ms (the slowest so far, which sizes the stream hold)."""
         try:
+            began = time.perf_counter()
             out = call()
+            self.host_ms = max(self.host_ms, (time.perf_counter() - began) * 1e3)
             torch.cuda.synchronize(self.device)
         except _Fail:
             raise
@@ -259,7 +264,11 @@ class Harness:
         ops: list[str] = []
         early = None
         if command.hold_stream:
-            copies, outs = self._run(lambda: probes.held_stream_snapshot(forward, self.cycles_per_ms))
+            out_bytes = sum(math.prod(o.shape) * getattr(torch, o.dtype).itemsize for o in command.outputs)
+            hold = probes.hold_ms(self.host_ms, out_bytes)
+            copies, outs = self._run(lambda: probes.held_stream_snapshot(forward, self.cycles_per_ms, hold))
+            if copies is None and hold < probes.HOLD_MS:  # inconclusive: once more, held as long as allowed
+                copies, outs = self._run(lambda: probes.held_stream_snapshot(forward, self.cycles_per_ms))
             before = self.last.get(command.key)
             if copies is not None and before is not None:
                 early = probes.early_fraction(copies, outs, before)

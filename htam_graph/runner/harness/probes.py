@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import builtins
 import gc
+import math
 import signal
 import sys
 import threading
@@ -27,24 +28,64 @@ from htam_graph.runner.compare import int_view, marker_bits
 from htam_graph.runner.proc import child_pids
 from htam_graph.runner.protocol import SHORT_TEXT, PoisonName, TensorSpec
 
+LARGE_POISON_BYTES = 1024**3  # outputs above this: return the cache to the driver first
+
 
 def poison_memory(specs: Iterable[TensorSpec], poison: PoisonName, blocks: int, device: torch.device) -> None:
-    """Leave only marked free blocks in the allocator, sized like the expected outputs, so
-    the candidate's empty/empty_like receives marked memory."""
+    """Leave only marked free memory in the allocator, with free blocks sized like the
+    expected outputs, so the candidate's empty/empty_like receives marked memory.
+
+    Every block the caching allocator holds free is overwritten with the marker in place
+    (of the largest output's dtype), then `blocks` blocks per output are allocated, marked
+    and freed. Small outputs keep the cache: handing it back to the driver and taking it
+    again (cudaFree, cudaMalloc) cost most of a checked call. Large ones still empty it
+    first, so the referee's process has the memory for its float32 copies."""
     torch.cuda.synchronize(device)
-    torch.cuda.empty_cache()
-    held = []
+    marked: list[tuple[torch.dtype, TensorSpec, int]] = []
     for spec in specs:
         dtype = getattr(torch, spec.dtype)
-        bits = marker_bits(poison, dtype)
-        if bits is None:
-            continue
+        if (bits := marker_bits(poison, dtype)) is not None:
+            marked.append((dtype, spec, bits))
+    total = sum(math.prod(spec.shape) * dtype.itemsize for dtype, spec, _ in marked)
+    if total * blocks > LARGE_POISON_BYTES:
+        torch.cuda.empty_cache()
+    elif marked:
+        dtype, _, bits = max(marked, key=lambda m: math.prod(m[1].shape) * m[0].itemsize)
+        _mark_free_blocks(device, dtype, bits)
+    held = []
+    for dtype, spec, bits in marked:
         for _ in range(blocks):
             block = torch.empty(spec.shape, dtype=dtype, device=device)
             int_view(block).fill_(bits)
             held.append(block)
     torch.cuda.synchronize(device)
     del held
+
+
+def _mark_free_blocks(device: torch.device, dtype: torch.dtype, bits: int) -> None:
+    """Write the marker into every inactive block of the caching allocator on `device`."""
+    itemsize = dtype.itemsize
+    for segment in torch.cuda.memory_snapshot():
+        if segment["device"] != device.index:
+            continue
+        for block in segment["blocks"]:
+            if block["state"] == "inactive" and block["size"] >= itemsize:
+                raw = torch.as_tensor(_RawBlock(block["address"], block["size"] // itemsize * itemsize), device=device)
+                int_view(raw.view(dtype)).fill_(bits)
+
+
+class _RawBlock:
+    """A free block of the allocator in the form torch.as_tensor takes without a copy."""
+
+    def __init__(self, address: int, nbytes: int) -> None:
+        self.__cuda_array_interface__: dict[str, Any] = {
+            "shape": (nbytes,),
+            "typestr": "|u1",
+            "data": (address, False),
+            "version": 3,
+            "strides": None,
+            "stream": None,  # the device was synchronized
+        }
 
 
 # --- torch compute inside a native candidate's forward ------------------------------------
@@ -86,27 +127,36 @@ class OpRecorder(TorchDispatchMode):
 
 
 # --- work off the current stream ------------------------------------------------------
-HOLD_MS = 100.0  # the spin kernel that holds the current stream
+HOLD_MS = 100.0  # the longest hold of the current stream
 SETTLE_S = 0.02  # host wait after forward returns, so work elsewhere can finish
 
 
-def held_stream_snapshot(call: Callable[[], Any], cycles_per_ms: float) -> tuple[list[Any] | None, list[Any]]:
-    """Run `call` while a spin kernel holds the current stream, and copy its outputs on
-    another stream before the hold ends. Work queued on the current stream cannot have
-    started then; work that is done already ran elsewhere (a private stream, a thread).
+def hold_ms(host_ms: float, out_bytes: int) -> float:
+    """How long to hold the stream: the forward's host time (4x its slowest call so far),
+    the settle wait twice over, and the copies of its outputs (at 1 GB/ms), at most HOLD_MS.
+    A hold that ends too early is inconclusive and is repeated at HOLD_MS."""
+    return min(HOLD_MS, 2e3 * SETTLE_S + 4 * host_ms + out_bytes / 1e9)
+
+
+def held_stream_snapshot(
+    call: Callable[[], Any], cycles_per_ms: float, hold: float = HOLD_MS
+) -> tuple[list[Any] | None, list[Any]]:
+    """Run `call` while a spin kernel holds the current stream for `hold` ms, and copy its
+    outputs on another stream before the hold ends. Work queued on the current stream cannot
+    have started then; work that is done already ran elsewhere (a private stream, a thread).
     Returns (the copies, or None when the hold ended first, e.g. forward synchronized the
     device itself; the outputs)."""
     torch.cuda.synchronize()
     observer = torch.cuda.Stream()
-    torch.cuda._sleep(int(HOLD_MS * cycles_per_ms))
-    hold = torch.cuda.Event()
-    hold.record()
+    torch.cuda._sleep(int(hold * cycles_per_ms))
+    ended = torch.cuda.Event()
+    ended.record()
     outs = flatten_outputs(call())
     time.sleep(SETTLE_S)
     with torch.cuda.stream(observer):
         copies = [t.clone() if isinstance(t, torch.Tensor) else t for t in outs]
     observer.synchronize()
-    conclusive = not hold.query()
+    conclusive = not ended.query()
     torch.cuda.synchronize()
     return (copies if conclusive else None), outs
 
@@ -142,6 +192,8 @@ _TORCH_WATCHED: dict[str, tuple[Any, str]] = {
     "torch.cuda.Stream": (torch.cuda, "Stream"),
     "torch.cuda.current_stream": (torch.cuda, "current_stream"),
     "torch.cuda.empty_cache": (torch.cuda, "empty_cache"),
+    "torch.cuda.memory_snapshot": (torch.cuda, "memory_snapshot"),
+    "torch.as_tensor": (torch, "as_tensor"),
     "torch.cuda._sleep": (torch.cuda, "_sleep"),
     "torch.Tensor.data_ptr": (torch.Tensor, "data_ptr"),
     "torch.Tensor.clone": (torch.Tensor, "clone"),

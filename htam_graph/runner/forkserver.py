@@ -17,6 +17,7 @@ channel to the parent.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -101,8 +102,9 @@ class ForkServer:
         self._request({"op": "warm"}, timeout_s)
 
     def wait_ready(self, timeout_s: float) -> None:
-        """Block until the spare's CUDA is up, so it does not start during a timed run."""
-        self._request({"op": "ready"}, timeout_s)
+        """Block until the spare's CUDA is up and every ended process is gone, so neither
+        starts nor tears down during a timed run."""
+        self._orphans(self._request({"op": "ready"}, timeout_s)[0])
 
     def take(self, timeout_s: float) -> CandidateProcess:
         began = time.perf_counter()
@@ -116,12 +118,19 @@ class ForkServer:
             wait_seconds=time.perf_counter() - began,
         )
 
-    def end(self, pid: int, timeout_s: float = 30.0) -> str:
-        """Kill a candidate process and everything it started; how it ended."""
-        reply, _ = self._request({"op": "end", "pid": pid}, timeout_s)
-        if reply["orphans"]:
-            logger.warning("candidate process %d left %d process(es) behind; killed", pid, reply["orphans"])
+    def end(self, pid: int, wait: bool = True, timeout_s: float = 30.0) -> str:
+        """Kill a candidate process and everything it started; how it ended. Without
+        `wait`, the reply comes once SIGKILL is sent (or at once, for a process that is gone
+        already): its CUDA context tears down while the next job's untimed stages run, and
+        the next `wait_ready` (before the next timed run) reaps it."""
+        reply, _ = self._request({"op": "end", "pid": pid, "wait": wait}, timeout_s)
+        self._orphans(reply)
         return str(reply["status"])
+
+    @staticmethod
+    def _orphans(reply: dict[str, Any]) -> None:
+        for pid, count in reply.get("orphans", {}).items():
+            logger.warning("candidate process %s left %d process(es) behind; killed", pid, count)
 
     def stop(self) -> None:
         try:
@@ -145,6 +154,7 @@ class _Server:
     def __init__(self, sock: socket.socket, device_index: int) -> None:
         self.sock, self.device_index = sock, device_index
         self.spare: _Spare | None = None
+        self.ending: set[int] = set()  # killed candidate processes not reaped yet
         proc.die_with_parent()
         proc.adopt_orphans()
         proc.close_fds_except({0, 1, 2, sock.fileno()})
@@ -170,9 +180,10 @@ class _Server:
                 self.spare = self._fork()
             return {"ok": True}, ()
         if op == "ready":
+            orphans = self._settle()
             self._ready()
-            return {"ok": True}, ()
-        if op == "take":
+            return {"ok": True, "orphans": orphans}, ()
+        if op == "take":  # ended processes may still be tearing down: the next "ready" reaps them
             spare, ready = self._ready()
             self.spare = None
             fd = os.dup(spare.conn.fileno())  # sent, then closed here; the referee keeps its copy
@@ -180,10 +191,31 @@ class _Server:
             return {"pid": spare.pid, "start_seconds": ready.start_seconds}, (fd,)
         if op == "end":
             pid = int(message["pid"])
-            status = proc.kill_group(pid)
-            orphans = proc.reap_orphans(keep={self.spare.pid} if self.spare else set())
-            return {"status": status, "orphans": orphans}, ()
+            if message.get("wait", True):
+                status = proc.kill_group(pid)
+                return {"status": status, "orphans": self._reap({pid})}, ()
+            gone = proc.kill_group(pid, wait=False)
+            if gone is None:
+                self.ending.add(pid)
+            return {"status": gone or "killed by SIGKILL"}, ()
         raise ForkServerError(f"unknown fork server request {op!r}")
+
+    def _reap(self, ended: set[int]) -> dict[int, int]:
+        """Kill and reap what the ended processes left behind: {pid: how many}, attributed
+        to the first (one ended process at a time in practice)."""
+        keep = self.ending | ({self.spare.pid} if self.spare else set())
+        orphans = proc.reap_orphans(keep=keep)
+        return {min(ended): orphans} if orphans and ended else {}
+
+    def _settle(self) -> dict[int, int]:
+        """Reap the processes ended without waiting, and whatever they started."""
+        if not self.ending:
+            return {}
+        ended, self.ending = self.ending, set()
+        for pid in ended:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+        return self._reap(ended)
 
     def _ready(self, timeout_s: float = 120.0) -> tuple[_Spare, Ready]:
         """The spare, forked if needed, once its CUDA is up (a dead spare is replaced once)."""

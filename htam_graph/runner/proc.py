@@ -10,6 +10,7 @@ import os
 import signal
 import sys
 import time
+from typing import overload
 
 logger = logging.getLogger(__name__)
 
@@ -74,8 +75,14 @@ def describe_status(status: int) -> str:
     return f"exit code {os.waitstatus_to_exitcode(status)}"
 
 
-def kill_group(pid: int) -> str:
-    """SIGKILL the process group led by child `pid` and reap the child; its exit status."""
+@overload
+def kill_group(pid: int) -> str: ...
+@overload
+def kill_group(pid: int, wait: bool) -> str | None: ...
+def kill_group(pid: int, wait: bool = True) -> str | None:
+    """SIGKILL the process group led by child `pid` and reap the child; its exit status.
+    Without `wait`, only a child that has exited already is reaped (None otherwise: the
+    caller reaps it later)."""
     for target, kill in ((pid, os.killpg), (pid, os.kill)):
         try:
             kill(target, signal.SIGKILL)
@@ -83,10 +90,10 @@ def kill_group(pid: int) -> str:
         except (ProcessLookupError, PermissionError):
             continue
     try:
-        _, status = os.waitpid(pid, 0)
+        reaped, status = os.waitpid(pid, 0 if wait else os.WNOHANG)
     except ChildProcessError:
         return "already reaped"
-    return describe_status(status)
+    return describe_status(status) if reaped else None
 
 
 def reap_orphans(keep: set[int], rounds: int = 20) -> int:

@@ -165,7 +165,7 @@ class FakeProcesses:
     def wait_ready(self, timeout_s: float) -> None:
         pass
 
-    def end(self, link: CandidateLink) -> str:
+    def end(self, link: CandidateLink, wait: bool) -> str:
         return "exit code 0"
 
 

@@ -56,3 +56,19 @@ def test_spares_are_taken_and_replaced_and_ended(server, caplog):
     second.conn.send("again")
     assert second.conn.recv_bytes() == f"again from {second.pid}".encode()
     assert server.end(second.pid) == "killed by SIGKILL"
+
+
+def test_an_ended_process_is_reaped_by_the_next_wait_for_a_spare(server, caplog):
+    """end(wait=False) answers once SIGKILL is sent; the next wait_ready reaps the process
+    and what it left behind, before any timed run could start."""
+    server.warm()
+    taken = server.take(timeout_s=30)
+    taken.conn.send("leave a process behind")
+    taken.conn.recv_bytes()
+    time.sleep(0.2)
+    assert server.end(taken.pid, wait=False) == "killed by SIGKILL"
+    server.warm()
+    with caplog.at_level("WARNING"):
+        server.wait_ready(timeout_s=30)
+    assert f"candidate process {taken.pid} left 1 process(es) behind; killed" in caplog.text
+    assert not os.path.exists(f"/proc/{taken.pid}")  # reaped: not even a zombie

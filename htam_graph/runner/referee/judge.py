@@ -72,6 +72,7 @@ logger = logging.getLogger(__name__)
 R = TypeVar("R")
 
 SUSPICIOUS_SPEEDUP = 10.0
+KEEP_CACHED_BYTES = 4 * 1024**3  # the referee returns its cached memory after a job above this
 LARGE_BYTES = 1024**3  # tasks whose inputs and outputs exceed this return cached memory after each input set
 HOLD_BYTES = 8 * 1024**3  # outputs of earlier calls the candidate's process keeps alive, at most
 POISON_BYTES = 16 * 1024**3  # poisoned blocks per call, at most
@@ -134,7 +135,9 @@ class ProcessSource(Protocol):
 
     def wait_ready(self, timeout_s: float) -> None: ...
 
-    def end(self, link: CandidateLink) -> str: ...
+    def end(self, link: CandidateLink, wait: bool) -> str:
+        """End the candidate's process; with `wait`, once it is gone (for its exit status)."""
+        ...
 
 
 def sync(device: torch.device) -> None:
@@ -251,7 +254,7 @@ class Judge:
         except ProtocolViolation as violation:
             case.flag(CheatKind.TIMER_PATCH, f"the candidate's process broke the judge's protocol: {violation}")
         except CandidateDied:
-            status = case.end()
+            status = case.end(wait=True)
             result.verdict = Verdict.RUNTIME_ERROR
             result.errors = f"the candidate's process died ({status}) during {case.stage}"
         except TaskError as exc:
@@ -263,7 +266,7 @@ class Judge:
             judge_failed = True
         finally:
             case.end()
-            if self.device.type == "cuda":
+            if self.device.type == "cuda" and torch.cuda.memory_reserved(self.device) > KEEP_CACHED_BYTES:
                 torch.cuda.empty_cache()  # the next candidate's process gets the memory this job used
         if result.cheats:
             result.verdict = Verdict.REJECTED
@@ -369,12 +372,14 @@ class _Case:
             self.link.release([r for s in done for r in s.remotes])
             self.request(Free(keys=[s.key for s in done]), Freed)
 
-    def end(self) -> str:
-        """Unmap the candidate's memory and end its process (once)."""
+    def end(self, wait: bool = False) -> str:
+        """Unmap the candidate's memory and end its process (once). Without `wait`, its
+        teardown overlaps the next job's untimed stages; the next timed run waits for it
+        (wait_ready)."""
         if self.ended is None and self.link is not None:
             with self.timer("end"):
                 self.link.close()
-                self.ended = self.judge.processes.end(self.link)
+                self.ended = self.judge.processes.end(self.link, wait)
         return self.ended or "not started"
 
     # -- loading ----------------------------------------------------------------------------

@@ -92,8 +92,8 @@ class ForkedProcesses:
     def wait_ready(self, timeout_s: float) -> None:
         self.server.wait_ready(timeout_s)
 
-    def end(self, link: CandidateLink) -> str:
-        return self.server.end(link.pid)
+    def end(self, link: CandidateLink, wait: bool) -> str:
+        return self.server.end(link.pid, wait)
 
 
 __all__ = ["ForkedProcesses", "ProcessLink"]

@@ -154,6 +154,7 @@ class _Server:
     def __init__(self, sock: socket.socket, device_index: int) -> None:
         self.sock, self.device_index = sock, device_index
         self.spare: _Spare | None = None
+        self.taken: set[int] = set()  # candidate processes handed to the referee and not ended
         self.ending: set[int] = set()  # killed candidate processes not reaped yet
         proc.die_with_parent()
         proc.adopt_orphans()
@@ -186,11 +187,13 @@ class _Server:
         if op == "take":  # ended processes may still be tearing down: the next "ready" reaps them
             spare, ready = self._ready()
             self.spare = None
+            self.taken.add(spare.pid)
             fd = os.dup(spare.conn.fileno())  # sent, then closed here; the referee keeps its copy
             spare.conn.close()
             return {"pid": spare.pid, "start_seconds": ready.start_seconds}, (fd,)
         if op == "end":
             pid = int(message["pid"])
+            self.taken.discard(pid)
             if message.get("wait", True):
                 status = proc.kill_group(pid)
                 return {"status": status, "orphans": self._reap({pid})}, ()
@@ -203,7 +206,7 @@ class _Server:
     def _reap(self, ended: set[int]) -> dict[int, int]:
         """Kill and reap what the ended processes left behind: {pid: how many}, attributed
         to the first (one ended process at a time in practice)."""
-        keep = self.ending | ({self.spare.pid} if self.spare else set())
+        keep = self.taken | self.ending | ({self.spare.pid} if self.spare else set())
         orphans = proc.reap_orphans(keep=keep)
         return {min(ended): orphans} if orphans and ended else {}
 

@@ -68,7 +68,12 @@ def test_an_ended_process_is_reaped_by_the_next_wait_for_a_spare(server, caplog)
     time.sleep(0.2)
     assert server.end(taken.pid, wait=False) == "killed by SIGKILL"
     server.warm()
+    current = server.take(timeout_s=30)  # the next candidate, being judged while the last one dies
+    server.warm()
     with caplog.at_level("WARNING"):
         server.wait_ready(timeout_s=30)
     assert f"candidate process {taken.pid} left 1 process(es) behind; killed" in caplog.text
     assert not os.path.exists(f"/proc/{taken.pid}")  # reaped: not even a zombie
+    current.conn.send("still here")  # reaping the ended one left the current one alone
+    assert current.conn.recv_bytes() == f"still here from {current.pid}".encode()
+    assert server.end(current.pid) == "killed by SIGKILL"

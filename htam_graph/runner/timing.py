@@ -36,7 +36,6 @@ The median is reported: per-trial spread on the H200 is 3-5% (GPU_BASELINES.md).
 from __future__ import annotations
 
 import ctypes
-import functools
 import statistics
 import time
 from collections import deque
@@ -56,19 +55,6 @@ WARMUP_MS = 100.0  # at least this much warm-up work, so clocks and caches settl
 MAX_WARMUP_RUNS = 1000
 LATENCY_TRIALS = 50
 GATE_MIN_MS, GATE_MAX_MS = 0.1, 20.0
-
-
-@functools.cache
-def spin_cycles_per_ms() -> float:
-    """GPU clock cycles per millisecond of torch.cuda._sleep, measured once per process."""
-    cycles = 2_000_000
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    torch.cuda._sleep(cycles)
-    end.record()
-    end.synchronize()
-    return cycles / max(start.elapsed_time(end), 1e-3)
 
 
 class L2Flusher:

@@ -93,7 +93,7 @@ def serve(conn: Connection, device_index: int) -> None:
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     torch.set_grad_enabled(False)  # a judge never needs gradients; this thread is the only one
-    harness = Harness(conn, device, timing.L2Flusher(), timing.spin_cycles_per_ms())
+    harness = Harness(conn, device, timing.L2Flusher())
     _send(conn, Ready(pid=os.getpid(), start_seconds=time.perf_counter() - started))
     harness.serve()
 
@@ -105,8 +105,8 @@ def _send(conn: Connection, reply: BaseModel) -> None:
 class Harness:
     """One candidate's state in its process, driven by the referee's commands."""
 
-    def __init__(self, conn: Connection, device: torch.device, flusher: timing.L2Flusher, cycles_per_ms: float) -> None:
-        self.conn, self.device, self.flusher, self.cycles_per_ms = conn, device, flusher, cycles_per_ms
+    def __init__(self, conn: Connection, device: torch.device, flusher: timing.L2Flusher) -> None:
+        self.conn, self.device, self.flusher = conn, device, flusher
         self.model: Any = None
         self.filename: str | None = None
         self.sets: dict[str, list[Any]] = {}
@@ -266,9 +266,8 @@ class Harness:
         if command.hold_stream:
             out_bytes = sum(math.prod(o.shape) * getattr(torch, o.dtype).itemsize for o in command.outputs)
             hold = probes.hold_ms(self.host_ms, out_bytes)
-            copies, outs = self._run(lambda: probes.held_stream_snapshot(forward, self.cycles_per_ms, hold))
-            if copies is None and hold < probes.HOLD_MS:  # inconclusive: once more, held as long as allowed
-                copies, outs = self._run(lambda: probes.held_stream_snapshot(forward, self.cycles_per_ms))
+            spin = timing.Gate(self._gate().module, blocks=1)  # one block: the observer's copies still run
+            copies, outs = self._run(lambda: probes.held_stream_snapshot(forward, spin, hold))
             before = self.last.get(command.key)
             if copies is not None and before is not None:
                 early = probes.early_fraction(copies, outs, before)

@@ -27,6 +27,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from htam_graph.runner.compare import int_view, marker_bits
 from htam_graph.runner.proc import child_pids
 from htam_graph.runner.protocol import SHORT_TEXT, PoisonName, TensorSpec
+from htam_graph.runner.timing import Gate
 
 LARGE_POISON_BYTES = 1024**3  # outputs above this: return the cache to the driver first
 
@@ -134,21 +135,19 @@ SETTLE_S = 0.02  # host wait after forward returns, so work elsewhere can finish
 def hold_ms(host_ms: float, out_bytes: int) -> float:
     """How long to hold the stream: the forward's host time (4x its slowest call so far),
     the settle wait twice over, and the copies of its outputs (at 1 GB/ms), at most HOLD_MS.
-    A hold that ends too early is inconclusive and is repeated at HOLD_MS."""
+    A forward slower than that on the host makes the probe inconclusive (not a finding)."""
     return min(HOLD_MS, 2e3 * SETTLE_S + 4 * host_ms + out_bytes / 1e9)
 
 
-def held_stream_snapshot(
-    call: Callable[[], Any], cycles_per_ms: float, hold: float = HOLD_MS
-) -> tuple[list[Any] | None, list[Any]]:
-    """Run `call` while a spin kernel holds the current stream for `hold` ms, and copy its
-    outputs on another stream before the hold ends. Work queued on the current stream cannot
-    have started then; work that is done already ran elsewhere (a private stream, a thread).
-    Returns (the copies, or None when the hold ended first, e.g. forward synchronized the
-    device itself; the outputs)."""
+def held_stream_snapshot(call: Callable[[], Any], spin: Gate, hold: float) -> tuple[list[Any] | None, list[Any]]:
+    """Run `call` while a spin kernel (one block, on the GPU's clock) holds the current
+    stream for `hold` ms, and copy its outputs on another stream before the hold ends. Work
+    queued on the current stream cannot have started then; work that is done already ran
+    elsewhere (a private stream, a thread). Returns (the copies, or None when the hold
+    ended first, e.g. forward synchronized the device itself; the outputs)."""
     torch.cuda.synchronize()
     observer = torch.cuda.Stream()
-    torch.cuda._sleep(int(hold * cycles_per_ms))
+    spin.hold(hold)
     ended = torch.cuda.Event()
     ended.record()
     outs = flatten_outputs(call())

@@ -13,9 +13,10 @@ all input sets and probes, the float64 reference, reference timing, the comparis
 its time and peak GPU memory recorded; the tasks that have an honest candidate (under
 tests/runner/kernelbench/, or a suite candidate for the same operator) are judged in full.
 
-With --profile: afterwards a fresh referee judges the suite twice under cProfile, and its
-top functions (own and cumulative time) go to profile-<date>-<gpu>.txt: where the
-referee's share of a job goes, beside the per-stage medians of the summary.
+With --profile: afterwards a fresh referee judges the suite twice under cProfile, with its
+candidate processes, and the top functions (own and cumulative time) of the referee and of
+the candidates (summed) go to profile-<date>-<gpu>.txt: where each side's share of a job
+goes, beside the per-stage medians of the summary.
 
 Prints tables and writes bench/results/runner-<date>-<gpu>.json.
 
@@ -299,7 +300,8 @@ def kernelbench_report(ev: Evaluator, root: Path, save: Callable[[dict[str, Any]
     "--profile",
     is_flag=True,
     help="then judge the suite twice more (the first warms the references) with a fresh referee under cProfile "
-    "and write its top functions (profile-<date>-<gpu>.txt beside the JSON); the measured passes run unprofiled",
+    "and write its and its candidate processes' top functions (profile-<date>-<gpu>.txt beside the JSON); the "
+    "measured passes run unprofiled",
 )
 @click.option("--out", type=click.Path(path_type=Path), default=REPO / "bench" / "results", show_default=True)
 def main(
@@ -353,9 +355,10 @@ def main(
 
 def profiled_pass(config: EvalConfig, settings: BuildSettings) -> str:
     """Two passes of the suite with a fresh referee under cProfile (runner/referee/main.py,
-    HTAM_PROFILE_DIR): where the referee's own time goes, by function, as pstats prints it
-    (sorted by own time, then cumulative). The pass's time is printed too; it is slower than
-    an unprofiled pass."""
+    HTAM_PROFILE_DIR), its candidate processes too (each writes its stats on Finish): where
+    the referee's and the candidates' time goes, by function, as pstats prints it (sorted by
+    own time, then cumulative; the candidates' stats summed over all of them). The passes'
+    times are printed too; they are slower than unprofiled passes."""
     import os
     import pstats
 
@@ -367,19 +370,26 @@ def profiled_pass(config: EvalConfig, settings: BuildSettings) -> str:
         try:
             with Evaluator(config, workers=1, build=settings) as ev:
                 ev.workers_info()
-                ev.evaluate_many(pairs)  # references prepared, caches warm
-                started = time.perf_counter()
-                results = ev.evaluate_many(pairs)
-                seconds = time.perf_counter() - started
+                seconds, results = [], []
+                for _ in range(2):  # the first pass prepares references and warms caches
+                    started = time.perf_counter()
+                    results = ev.evaluate_many(pairs)
+                    seconds.append(time.perf_counter() - started)
         finally:
             del os.environ[PROFILE_ENV]
         buffer = io.StringIO()
         buffer.write(
-            f"two profiled passes of {len(pairs)} candidates; the second took {seconds:.1f} s "
-            f"({sum(r.verdict.value == 'ok' for r in results)} ok)\n"
+            f"two profiled passes of {len(pairs)} candidates: {seconds[0]:.1f} s and {seconds[1]:.1f} s "
+            f"({sum(r.verdict.value == 'ok' for r in results)} ok in the second)\n"
         )
         for path in sorted(Path(folder).glob("referee-*.prof")):
             stats = pstats.Stats(str(path), stream=buffer)
+            stats.sort_stats("tottime").print_stats(40)
+            stats.sort_stats("cumulative").print_stats(60)
+        candidates = sorted(str(p) for p in Path(folder).glob("candidate-*.prof"))
+        if candidates:
+            buffer.write(f"\n=== the {len(candidates)} candidate processes that finished, summed\n")
+            stats = pstats.Stats(*candidates, stream=buffer)
             stats.sort_stats("tottime").print_stats(40)
             stats.sort_stats("cumulative").print_stats(60)
     return buffer.getvalue()

@@ -70,14 +70,16 @@ class ForkServer:
         self.pid, self.sock = pid, sock
 
     @classmethod
-    def start(cls, device_index: int) -> ForkServer:
-        """Fork the server now: call before this process initialises CUDA."""
+    def start(cls, device_index: int, profile_dir: str | None = None) -> ForkServer:
+        """Fork the server now: call before this process initialises CUDA. With
+        `profile_dir`, every candidate process writes its cProfile stats there when it
+        finishes (bench/bench_runner.py --profile)."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         pid = os.fork()
         if pid == 0:
             try:
                 ours.close()
-                _Server(theirs, device_index).serve()
+                _Server(theirs, device_index, profile_dir).serve()
             except BaseException:
                 logger.exception("the fork server failed")
             finally:
@@ -151,8 +153,8 @@ class _Spare:
 class _Server:
     """The loop of the forked server process."""
 
-    def __init__(self, sock: socket.socket, device_index: int) -> None:
-        self.sock, self.device_index = sock, device_index
+    def __init__(self, sock: socket.socket, device_index: int, profile_dir: str | None = None) -> None:
+        self.sock, self.device_index, self.profile_dir = sock, device_index, profile_dir
         self.spare: _Spare | None = None
         self.taken: set[int] = set()  # candidate processes handed to the referee and not ended
         self.ending: set[int] = set()  # killed candidate processes not reaped yet
@@ -257,7 +259,7 @@ class _Server:
                 proc.die_with_parent()
                 fd = theirs.detach()
                 proc.close_fds_except({0, 1, 2, fd})
-                harness.serve(Connection(fd), self.device_index)
+                harness.serve(Connection(fd), self.device_index, self.profile_dir)
             except BaseException:
                 logger.exception("candidate process failed")
             finally:

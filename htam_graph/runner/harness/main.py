@@ -9,6 +9,7 @@ nothing: comparisons, reference timings and verdicts happen in the referee.
 
 from __future__ import annotations
 
+import cProfile
 import hashlib
 import logging
 import math
@@ -84,8 +85,13 @@ def _is_cuda_error(exc: BaseException) -> bool:
     return isinstance(exc, CudaDriverError) or "CUDA error" in str(exc) or type(exc).__name__ == "AcceleratorError"
 
 
-def serve(conn: Connection, device_index: int) -> None:
-    """Entry point of a fresh candidate process: bring CUDA up, say so, then obey."""
+def serve(conn: Connection, device_index: int, profile_dir: str | None = None) -> None:
+    """Entry point of a fresh candidate process: bring CUDA up, say so, then obey. With
+    `profile_dir` (bench_runner.py --profile), under cProfile from the start (so the
+    integrity baseline includes the profiler), its stats written there on Finish."""
+    profiler = cProfile.Profile() if profile_dir else None
+    if profiler is not None:
+        profiler.enable()
     started = time.perf_counter()
     device = torch.device("cuda", device_index)
     torch.cuda.set_device(device)
@@ -95,7 +101,14 @@ def serve(conn: Connection, device_index: int) -> None:
     torch.set_grad_enabled(False)  # a judge never needs gradients; this thread is the only one
     harness = Harness(conn, device, timing.L2Flusher())
     _send(conn, Ready(pid=os.getpid(), start_seconds=time.perf_counter() - started))
-    harness.serve()
+    harness.serve(lambda: _dump(profiler, profile_dir))
+
+
+def _dump(profiler: cProfile.Profile | None, folder: str | None) -> None:
+    """Before the Finished reply: the referee ends the process with SIGKILL after it."""
+    if profiler is not None and folder:
+        profiler.disable()
+        profiler.dump_stats(os.path.join(folder, f"candidate-{os.getpid()}.prof"))
 
 
 def _send(conn: Connection, reply: BaseModel) -> None:
@@ -117,7 +130,7 @@ class Harness:
         self.gate: timing.Gate | None = None
         self.host_ms = 0.0  # the slowest host time of a forward call so far
 
-    def serve(self) -> None:
+    def serve(self, finishing: Callable[[], None] = lambda: None) -> None:
         while True:
             try:
                 command: Command = self.conn.recv()
@@ -132,6 +145,8 @@ class Harness:
                 reply = Failed(
                     verdict=Verdict.RUNTIME_ERROR, errors=f"harness error: {type(exc).__name__}: {exc}"[:4000]
                 )
+            if isinstance(command, Finish):
+                finishing()
             _send(self.conn, reply)
             if isinstance(command, Finish):
                 return

@@ -78,7 +78,7 @@ def serve(conn: Connection, device_index: int) -> None:
     profile_dir = os.environ.get(PROFILE_ENV)  # read before the scrub drops it
     scrub_environment()
     import_dispatch_modes()
-    server = ForkServer.start(device_index)  # before CUDA: a process that initialised CUDA cannot fork
+    server = ForkServer.start(device_index, profile_dir)  # before CUDA: a process that initialised CUDA cannot fork
     # Profiling starts after the fork, so candidate processes never inherit the profiler.
     profiler = cProfile.Profile() if profile_dir else None
     if profiler is not None:

@@ -126,9 +126,16 @@ class Harness:
         self.held: dict[int, list[Any]] = {}  # outputs of untimed calls, by call id
         self.last: dict[str, list[Any]] = {}  # the latest outputs per input set (for the held-stream probe)
         self.timed: deque[Any] = deque()
-        self.integrity: probes.Integrity | None = None
         self.gate: timing.Gate | None = None
+        self.spin: timing.Gate | None = None  # the gate on one block, for the held-stream probe
+        self.gate_flags = timing.GateFlags()
         self.host_ms = 0.0  # the slowest host time of a forward call so far
+        # Taken while the process waits to be taken, before any of the candidate's code runs.
+        self.integrity = probes.Integrity(
+            modules=[sys.modules[__name__], probes, timing, ipc, compare, protocol, os, time],
+            classes=[Harness, Connection, BaseModel, timing.L2Flusher, timing.Gate, timing.GateFlags],
+            instances=[self],
+        )
 
     def serve(self, finishing: Callable[[], None] = lambda: None) -> None:
         while True:
@@ -175,20 +182,13 @@ class Harness:
         raise TypeError(f"unknown command {type(command).__name__}")
 
     def health(self) -> Health:
-        if self.integrity is None:
-            return Health()
         return Health(tampered=self.integrity.check()[:64], concurrency=self.integrity.concurrency())
 
     # -- loading -------------------------------------------------------------------------
     def load(self, command: Load) -> Loaded:
-        # Taken before any of the candidate's code runs.
-        self.integrity = probes.Integrity(
-            modules=[sys.modules[__name__], probes, timing, ipc, compare, protocol, os, time],
-            classes=[Harness, Connection, BaseModel, timing.L2Flusher, timing.Gate],
-            instances=[self],
-        )
         JUDGE_BUILD.set(command.build)
-        self.gate = timing.Gate.build(command.build)  # before the candidate's code: its own cubin
+        self.gate = timing.Gate.build(command.build, self.gate_flags)  # before the candidate's code: its own cubin
+        self.spin = self.gate.narrow(1)
         self.filename = command.filename
         digest = hashlib.sha256(command.source.encode()).hexdigest()[:16]
         if command.fmt == "kernelbench":
@@ -281,7 +281,7 @@ class Harness:
         if command.hold_stream:
             out_bytes = sum(math.prod(o.shape) * getattr(torch, o.dtype).itemsize for o in command.outputs)
             hold = probes.hold_ms(self.host_ms, out_bytes)
-            spin = timing.Gate(self._gate().module, blocks=1)  # one block: the observer's copies still run
+            spin = self.spin or self._gate().narrow(1)  # one block: the observer's copies still run
             copies, outs = self._run(lambda: probes.held_stream_snapshot(forward, spin, hold))
             before = self.last.get(command.key)
             if copies is not None and before is not None:

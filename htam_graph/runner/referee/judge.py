@@ -72,8 +72,15 @@ logger = logging.getLogger(__name__)
 R = TypeVar("R")
 
 SUSPICIOUS_SPEEDUP = 10.0
-KEEP_CACHED_BYTES = 4 * 1024**3  # the referee returns its cached memory after a job above this
-LARGE_BYTES = 1024**3  # tasks whose inputs and outputs exceed this return cached memory after each input set
+# The referee hands its cached memory back to the driver (empty_cache: about 10 ms) only when
+# the GPU runs short: after a job, when it caches more than KEEP_CACHED_BYTES and less than a
+# quarter of the GPU (at least FREE_MARGIN_BYTES) is free; after each input set of a task
+# whose inputs and outputs exceed LARGE_BYTES, when less than LARGE_FACTOR times them is
+# free (float64 copies and temporaries: the candidate's process needs the memory).
+KEEP_CACHED_BYTES = 4 * 1024**3
+FREE_MARGIN_BYTES = 16 * 1024**3
+LARGE_BYTES = 1024**3
+LARGE_FACTOR = 6
 HOLD_BYTES = 8 * 1024**3  # outputs of earlier calls the candidate's process keeps alive, at most
 POISON_BYTES = 16 * 1024**3  # poisoned blocks per call, at most
 RECORDED_SHARE = 0.3  # of the correctness calls run under the op recorder (at least one)
@@ -267,7 +274,7 @@ class Judge:
         finally:
             case.end()
             if self.device.type == "cuda" and torch.cuda.memory_reserved(self.device) > KEEP_CACHED_BYTES:
-                torch.cuda.empty_cache()  # the next candidate's process gets the memory this job used
+                _give_back(self.device, max(FREE_MARGIN_BYTES, torch.cuda.mem_get_info(self.device)[1] // 4))
         if result.cheats:
             result.verdict = Verdict.REJECTED
             result.errors = result.errors or "; ".join(c.detail for c in result.cheats)
@@ -460,8 +467,8 @@ class _Case:
                 self.release(outcome)
                 self.free_sets([current])
             del current, expected, outcome  # large tasks: the next set's values need the memory
-            if reference.input_bytes + reference.output_bytes > LARGE_BYTES:
-                torch.cuda.empty_cache()  # float64 copies and temporaries: give the memory back for the candidate
+            if (size := reference.input_bytes + reference.output_bytes) > LARGE_BYTES:
+                _give_back(self.device, LARGE_FACTOR * size)
         if last is not None:
             self.same_buffers(reference, *last)
         self.result.correct = not self.failures
@@ -852,6 +859,12 @@ class _Case:
                 )
         self.result.suspicious = bool(reasons)
         self.result.suspicious_reason = "; ".join(reasons)
+
+
+def _give_back(device: torch.device, needed: int) -> None:
+    """empty_cache when the GPU has less than `needed` bytes free (see KEEP_CACHED_BYTES)."""
+    if device.type == "cuda" and torch.cuda.mem_get_info(device)[0] < needed:
+        torch.cuda.empty_cache()
 
 
 def _nvcc(job: Job) -> str:

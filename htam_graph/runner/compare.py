@@ -6,19 +6,28 @@ in slabs of at most CHUNK elements (a slab is a view, copied only when the tenso
 contiguous) and keeps running statistics. Works on any device, so the CPU tests run the
 same code the referee runs on the GPU.
 
+On the GPU the referee uses fused kernels instead (runner/fused.py): one pass over a
+contiguous tensor, the same statistics, the same counts.
+
 Also here: the marker patterns the candidate's process poisons free memory with (the
 referee looks for survivors), bitwise equality and fingerprints of outputs.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
 
+from htam_graph.runner.build import BuildSettings
+from htam_graph.runner.fused import Kernels
+from htam_graph.runner.native import CudaBuildError
 from htam_graph.runner.protocol import PoisonName
+
+logger = logging.getLogger(__name__)
 
 CHUNK = 1 << 24  # elements per slab: 64 MB per float32 temporary (128 MB for float64 outputs)
 _INT_OF_SIZE = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
@@ -33,6 +42,23 @@ _NAN_MARKER = {
     torch.float64: 0x7FF8A5A5A5A5A5A5,
 }
 _GARBAGE_VALUE = {torch.float32: 1.2345e30, torch.float16: 3.0e4, torch.bfloat16: 1.2345e30, torch.float64: 1.2345e300}
+
+
+# The fused kernels (runner/fused.py) once the referee built them: one pass per comparison
+# or fingerprint of a contiguous tensor on the GPU instead of the PyTorch ops below.
+_KERNELS: Kernels | None = None
+
+
+def enable_kernels(settings: BuildSettings) -> bool:
+    """Build the fused kernels for the current GPU and use them from now on (the referee,
+    once). Without them (a failed build: logged) the PyTorch path stays, with the same results."""
+    global _KERNELS
+    if _KERNELS is None:
+        try:
+            _KERNELS = Kernels.build(settings, _FINGERPRINT_PRIME)
+        except CudaBuildError as exc:
+            logger.warning("the fused comparison kernels did not build; comparing with PyTorch ops: %s", exc)
+    return _KERNELS is not None
 
 
 def int_view(t: torch.Tensor) -> torch.Tensor:
@@ -153,7 +179,10 @@ def compare(
     rows: list[torch.Tensor] = []
     firsts: tuple[torch.Tensor, torch.Tensor] | None = None
     offset = 0
-    for o_slab, r_slab in slabs(out, ref, chunk=chunk):
+    kernels = _KERNELS
+    if kernels is not None and floating and kernels.compares(ref.dtype) and kernels.fits(out, ref):
+        rows.append(kernels.compare_row(out, ref, a_tol, r_tol, marker))
+    for o_slab, r_slab in () if rows else slabs(out, ref, chunk=chunk):
         o_bits, r_bits = int_view(o_slab), int_view(r_slab)
         if firsts is None:
             firsts = (o_bits[:1].clone(), r_bits[:1].clone())
@@ -305,6 +334,9 @@ def fingerprint(t: torch.Tensor, chunk: int = CHUNK) -> tuple[object, ...]:
     """A position-sensitive checksum of the bits (plus shape and dtype): equal tensors have
     equal fingerprints, and different ones almost surely do not. The sums wrap around in
     int64 (the same on every device) and cross to the host once."""
+    kernels = _KERNELS
+    if kernels is not None and kernels.fingerprints(t) and kernels.fits(t):
+        return (str(t.dtype), *t.shape, *kernels.fingerprint(t))
     sums = torch.zeros(2, dtype=torch.int64, device=t.device)
     offset = 0
     for (piece,) in slabs(t, chunk=chunk):

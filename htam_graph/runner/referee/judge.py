@@ -238,6 +238,7 @@ class Judge:
         """The timing gate kernel, built with the first job's settings (none on a CPU)."""
         if self._gate is None and self.device.type == "cuda":
             self._gate = timing.Gate.build(job.build)
+            compare.enable_kernels(job.build)  # built with the same settings, once
         return self._gate
 
     def judge(self, job: Job) -> tuple[EvalResult, bool]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import os
+import random
 import secrets
 import socket
 import tempfile
@@ -39,10 +40,27 @@ for _name in [n for n in os.environ if n.startswith("HTAM_") and n not in (URI_V
 os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="htam-test-config-")
 
 
+_GIVEN_PORTS: set[int] = set()
+_PORTS = range(20000, 32000)  # below Linux's ephemeral range (32768-60999)
+
+
 def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    """A free port for a server a test starts, below the kernel's ephemeral range and never
+    handed out twice in the session. A port from bind(0) is ephemeral: between this probe and
+    the server's own bind, any outgoing connection (a driver, the JVM) could take it (CI saw
+    "127.0.0.1:49101 is already in use" from a Neo4j a test started)."""
+    for _ in range(1000):
+        port = random.choice(_PORTS)
+        if port in _GIVEN_PORTS:
+            continue
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _GIVEN_PORTS.add(port)
+        return port
+    raise RuntimeError(f"no free port in {_PORTS.start}-{_PORTS.stop - 1}")
 
 
 def neo4j_settings(**overrides: object) -> Settings:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# H200 calls of 2026-12-02 (session 6): stages in $STAGES (gputests demo redteam runner bench).
+# H200 calls of 2026-12-02 (session 6): stages in $STAGES (gputests demo redteam runner ceiling scanbench bench).
 # The suite bench resumes from .gpu/bench2.tgz when present (carried back and forth).
 set -o pipefail
 T0=$(date +%s)
@@ -18,6 +18,11 @@ for stage in $STAGES; do
     gputests) timeout ${GPUTESTS_S:-200} python3 -m pytest -m gpu -q -p no:cacheprovider tests/runner/test_fused_gpu.py tests/runner/test_gpu_eval.py tests/runner/test_probes.py -k "not honest_suite" 2>&1 | tail -60 > $OUT/gputests.log; tail -25 $OUT/gputests.log ;;
     redteam) timeout 200 python3 -m pytest -m gpu -q -p no:cacheprovider tests/runner/test_redteam_gpu.py 2>&1 | tail -40 > $OUT/redteam.log; tail -5 $OUT/redteam.log ;;
     runner) timeout $(( $(left) - 10 )) python3 bench/bench_runner.py --passes 2 ${PROFILE:+--profile} --out $OUT > $OUT/runner.log 2>&1; echo "runner rc=$?"; tail -3 $OUT/runner.log ;;
+    ceiling) timeout ${CEIL_S:-300} python3 bench/bench_catalog_ceiling.py --tasks "$CEIL_TASKS" --rounds 1 --out $OUT > $OUT/ceiling.log 2>&1; echo "ceiling rc=$?"; grep -v "^\[" $OUT/ceiling.log | tail -30 ;;
+    scanbench)
+      timeout ${SCAN_S:-200} python3 bench/bench_catalog.py htam_graph/tasks/suite/level1/20_Cumsum.py htam_graph/tasks/suite/level1/21_Cumprod.py --seeds 2 --workers 3 --out /tmp/scan-bench > $OUT/scanbench.log 2>&1
+      echo "scanbench rc=$?"; grep -v "^\[" $OUT/scanbench.log | tail -15
+      rm -f /tmp/scan-bench/.lock; tar czf $OUT/scan-bench.tgz -C /tmp scan-bench ;;
     bench)
       if [ -f .gpu/bench2.tgz ]; then mkdir -p /tmp/b && tar xzf .gpu/bench2.tgz -C /tmp/b; fi
       t=$(( $(left) - 20 )); [ -n "$BENCH_S" ] && [ "$BENCH_S" -lt "$t" ] && t=$BENCH_S

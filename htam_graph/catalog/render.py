@@ -823,16 +823,23 @@ def render_pool(ctx: Context, k: int, st: PoolStage) -> Kernel:
 
 
 SCAN_ITEMS = 8
+SCAN_WARP_LINES = 2048  # from this many lines, a warp per line (enough warps to fill the GPU)
 
 
 def scan_block_applies(st: ScanStage) -> bool:
     return st.inner == 1
 
 
+def scan_warp_lines(st: ScanStage) -> bool:
+    """A warp per line: many lines, or lines short enough for a few chunks of a warp."""
+    return st.outer * st.inner >= SCAN_WARP_LINES or st.L <= 4 * 32 * SCAN_ITEMS
+
+
 def render_scan(ctx: Context, k: int, st: ScanStage) -> Kernel:
     knobs = ctx.knobs
     name = f"k{k}_scan"
     block_scan = knobs.scan == "block" and scan_block_applies(st)
+    warp_lines = block_scan and scan_warp_lines(st)
     sizes = Sizes(knobs.specialize)
     lines_total = st.outer * st.inner
     idx = ctx.index_type(st.out.numel, *(b.numel for b in st.inputs))
@@ -842,12 +849,14 @@ def render_scan(ctx: Context, k: int, st: ScanStage) -> Kernel:
     lines_text, L_text, inner_text = sizes("lines", lines_total), sizes("L", st.L), sizes("inner", st.inner)
     text = kernel_templates().render(
         "scan", name=name, params=pointer_params(st) + sizes.params, idx=idx, ridx=ridx, op=st.op,
-        block_scan=block_scan, lines=lines_text, L=L_text, inner=inner_text,
+        block_scan=block_scan, warp_lines=warp_lines, lines=lines_text, L=L_text, inner=inner_text,
         reverse=st.reverse, items=SCAN_ITEMS, block=knobs.block, launch_bounds=knobs.launch_bounds,
         grid_stride=knobs.grid_stride, src_code=_src_code(ctx, st, st.src, "e", var, indent),
         store=epilogue_store(ctx, st, st.epilogue, "value", "e", indent),
     ).text  # fmt: skip
-    if block_scan:
+    if warp_lines:
+        grid = ctx.grid(math.ceil(lines_total / (knobs.block // 32)), knobs.block, knobs.persistent)
+    elif block_scan:
         grid = ctx.grid(lines_total, knobs.block, knobs.persistent)
     else:
         grid = ctx.grid(math.ceil(lines_total / knobs.block), knobs.block, knobs.grid_stride)

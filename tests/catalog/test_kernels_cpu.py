@@ -42,6 +42,8 @@ TARGETED: list[tuple[str, tuple[int, ...], dict[str, object]]] = [
     ("level2/6_Conv2d_Bias_ReLU", (2, 5, 8, 19, 21), {"smem_tile": True, "fuse_epilogue": True, "specialize": True}),
     ("level2/6_Conv2d_Bias_ReLU", (2, 5, 8, 19, 21), {"reg_tile": True, "grid_stride": True, "ldg": True}),
     ("level1/20_Cumsum", (5, 3001), {"scan": "block", "index32": True}),
+    ("level1/20_Cumsum", (9, 1000), {"scan": "block", "block": 128}),  # a warp per line, a partial last chunk
+    ("level1/21_Cumprod", (3, 777), {"scan": "block", "persistent": True, "fuse_prologue": True}),
     ("level1/3_Matrix_vector", (37, 48), {"vec": True, "ilp": 4, "launch_bounds": True}),
 ]
 

@@ -208,7 +208,8 @@ def main(
         smalls = [e["small_candidate"] for e in entries if e.get("small_candidate")]
         console.print(f"compiling {len(smalls)} small kernels for the CPU simulator")
         with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-            list(pool.map(lambda s: _try(compile_cpu, static_cuda_sources(s)[0], workdir), smalls))
+            sources = [static_cuda_sources(s)[0] for s in smalls]  # ast.parse is not thread-safe on 3.11
+            list(pool.map(lambda src: _try(compile_cpu, src, workdir), sources))
         simulate_all(rows, workdir, limit_s, lambda line: console.print(line, highlight=False))
     for row in rows:
         row.pop("small", None)

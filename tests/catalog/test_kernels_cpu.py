@@ -82,8 +82,11 @@ def test_every_task_matches_its_reference_in_base_and_tuned_kernels(workdir: Pat
     cases = _cases()
     assert len(cases) > 100
     _shim(workdir)
+    # Sources are read here, not in the threads: CPython 3.11's ast.parse is not thread-safe
+    # (CI: "SystemError: AST constructor recursion depth mismatch").
+    sources = [static_cuda_sources(c[2])[0] for c in cases]
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:  # g++ builds in parallel
-        list(pool.map(lambda c: compile_cpu(static_cuda_sources(c[2])[0], workdir), cases))
+        list(pool.map(lambda src: compile_cpu(src, workdir), sources))
     failures = []
     for name, source, candidate in cases:
         error, where = compare(load_source(source), candidate, workdir)

@@ -40,11 +40,12 @@ from htam_graph.catalog.families import Recognition, recognize  # noqa: E402
 from htam_graph.catalog.ir import Unsupported  # noqa: E402
 from htam_graph.catalog.knobs import Knobs  # noqa: E402
 from htam_graph.catalog.render import Header, render_candidate  # noqa: E402
-from htam_graph.catalog.strategies import STRATEGIES, apply, curriculum  # noqa: E402
+from htam_graph.catalog.strategies import STRATEGIES  # noqa: E402
 from htam_graph.runner.evaluate import Evaluator  # noqa: E402
 from htam_graph.runner.jobs import EvalConfig  # noqa: E402
 from htam_graph.runner.models import EvalResult  # noqa: E402
 from htam_graph.tasks import Task, builtin_suite_dir, load_tasks  # noqa: E402
+from tests.catalog.variants import everything, singles  # noqa: E402
 
 HEADER = Header("catalog-v1", "the catalog ceiling bench", [], [], [])
 DEFAULT_COMPILE = REPO / "bench/results/bench-2026-12-01-h200-suite2/results/runs.csv"
@@ -104,34 +105,18 @@ class Search:
         rows = [r for r in self.kernels.values() if r["speedup_eager"] and (labels is None or r["label"] in labels)]
         return max(rows, key=lambda r: r["speedup_eager"], default=None)
 
-    def knobs_of(self, row: dict[str, Any]) -> Knobs:
-        return Knobs(**row["knobs"])
-
     def run(self, rounds: int) -> None:
         base = Knobs()
-        singles = []
-        for sid in STRATEGIES:
-            applied = apply(self.rec, base, sid, lambda k: _render(self.rec, k))
-            if not applied.reason:
-                singles.append((sid, applied.knobs))
-        everything = base
-        for sid in curriculum(self.rec.family):
-            applied = apply(self.rec, everything, sid, lambda k: _render(self.rec, k))
-            if not applied.reason:
-                everything = applied.knobs
-        self.judge([("base", base), *singles, ("all", everything)])
+        self.judge([("base", base), *singles(self.rec).items(), ("all", everything(self.rec))])
         for r in range(rounds):
             best = self.best()
             if best is None:
                 return
-            start = self.knobs_of(best)
-            tries = []
-            for sid in STRATEGIES:
-                applied = apply(self.rec, start, sid, lambda k: _render(self.rec, k))
-                if not applied.reason:
-                    tries.append((f"{best['label']} + {sid}" if r == 0 else f"round {r + 1}: {sid}", applied.knobs))
+            tries = singles(self.rec, Knobs(**best["knobs"]))
             before = len(self.kernels)
-            self.judge(tries)
+            self.judge(
+                [(f"{best['label']} + {sid}" if r == 0 else f"round {r + 1}: {sid}", k) for sid, k in tries.items()]
+            )
             if len(self.kernels) == before:
                 return
 

@@ -176,25 +176,11 @@ def compare(
     a_tol, r_tol = tolerance(ref.dtype, atol, rtol)
     marker = marker_bits(poison, ref.dtype) if poison is not None else None
     floating = ref.is_floating_point()
-    rows: list[torch.Tensor] = []
-    firsts: tuple[torch.Tensor, torch.Tensor] | None = None
-    offset = 0
     kernels = _KERNELS
     if kernels is not None and floating and kernels.compares(ref.dtype) and kernels.fits(out, ref):
-        rows.append(kernels.compare_row(out, ref, a_tol, r_tol, marker))
-    for o_slab, r_slab in () if rows else slabs(out, ref, chunk=chunk):
-        o_bits, r_bits = int_view(o_slab), int_view(r_slab)
-        if firsts is None:
-            firsts = (o_bits[:1].clone(), r_bits[:1].clone())
-        survivors = ((o_bits == marker) & (r_bits != marker)).sum() if marker is not None else _ZERO
-        head: list[torch.Tensor | float] = [survivors, (o_bits != firsts[0]).any(), (r_bits != firsts[1]).any()]
-        if floating:
-            dtype = _compute_dtype(ref.dtype)
-            tail: list[torch.Tensor | float] = [*_float_slab(o_slab.to(dtype), r_slab.to(dtype), a_tol, r_tol, offset)]
-        else:
-            tail = _exact_slab(o_slab, r_slab, offset)
-        rows.append(torch.stack([_scalar(x, o_slab.device) for x in head + tail]))
-        offset += o_slab.numel()
+        rows = [kernels.compare_row(out, ref, a_tol, r_tol, marker)]
+    else:
+        rows = _slab_rows(out, ref, a_tol, r_tol, marker, chunk)
     stats = torch.stack(rows).tolist() if rows else []
     numel = ref.numel()
     bad = int(sum(r[_BAD] for r in stats))
@@ -227,6 +213,30 @@ def compare(
             f"worst at {idx}: got {got:.6g}, expected {want:.6g}"
         )
     return result
+
+
+def _slab_rows(
+    out: torch.Tensor, ref: torch.Tensor, a_tol: float, r_tol: float, marker: int | None, chunk: int
+) -> list[torch.Tensor]:
+    """The statistics row of each slab, in PyTorch ops (the fused kernel's one row, slab by slab)."""
+    floating = ref.is_floating_point()
+    rows: list[torch.Tensor] = []
+    firsts: tuple[torch.Tensor, torch.Tensor] | None = None
+    offset = 0
+    for o_slab, r_slab in slabs(out, ref, chunk=chunk):
+        o_bits, r_bits = int_view(o_slab), int_view(r_slab)
+        if firsts is None:
+            firsts = (o_bits[:1].clone(), r_bits[:1].clone())
+        survivors = ((o_bits == marker) & (r_bits != marker)).sum() if marker is not None else _ZERO
+        head: list[torch.Tensor | float] = [survivors, (o_bits != firsts[0]).any(), (r_bits != firsts[1]).any()]
+        if floating:
+            dtype = _compute_dtype(ref.dtype)
+            tail: list[torch.Tensor | float] = [*_float_slab(o_slab.to(dtype), r_slab.to(dtype), a_tol, r_tol, offset)]
+        else:
+            tail = _exact_slab(o_slab, r_slab, offset)
+        rows.append(torch.stack([_scalar(x, o_slab.device) for x in head + tail]))
+        offset += o_slab.numel()
+    return rows
 
 
 _ZERO = 0.0

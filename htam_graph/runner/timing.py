@@ -110,6 +110,7 @@ class GateFlags:
     def __init__(self) -> None:
         self.started = torch.zeros(1, dtype=torch.int32, device="cuda")
         self.held = torch.zeros(1, dtype=torch.int32, pin_memory=True)
+        self.seen = ctypes.c_int.from_address(self.held.data_ptr())  # the host's view of `held`
         self.epoch = 0
 
 
@@ -123,8 +124,6 @@ class Gate:
     def __init__(self, module: CudaModule, blocks: int, flags: GateFlags | None = None) -> None:
         self.module, self.blocks = module, blocks
         self.flags = flags or GateFlags()
-        self.started, self.held = self.flags.started, self.flags.held
-        self._flag = ctypes.c_int.from_address(self.held.data_ptr())
 
     @classmethod
     def build(cls, settings: BuildSettings, flags: GateFlags | None = None) -> Gate:
@@ -141,12 +140,12 @@ class Gate:
 
     def hold(self, ms: float) -> bool:
         """Launch the gate and wait until it holds the GPU; False if it did not within GATE_WAIT_S."""
-        self.flags.epoch += 1
-        epoch = self.flags.epoch
-        args = (int(ms * 1e6), self.started, self.held.data_ptr(), epoch, self.blocks)
+        flags = self.flags
+        flags.epoch += 1
+        args = (int(ms * 1e6), flags.started, flags.held.data_ptr(), flags.epoch, self.blocks)
         self.module.launch("occupy", grid=(self.blocks,), block=(1024,), args=args)
         deadline = time.perf_counter() + GATE_WAIT_S
-        while self._flag.value != epoch:
+        while flags.seen.value != flags.epoch:
             if time.perf_counter() > deadline:
                 return False
         return True

@@ -70,11 +70,12 @@ def everything(rec: Recognition) -> Knobs:
     return knobs
 
 
-def singles(rec: Recognition) -> dict[str, Knobs]:
-    """Each implemented strategy applied alone to the base kernel, where it composes."""
+def singles(rec: Recognition, start: Knobs | None = None) -> dict[str, Knobs]:
+    """Each implemented strategy applied alone to the kernel `start` (the base kernel by
+    default), where it composes."""
     out = {}
     for sid in STRATEGIES:
-        result = apply(rec, Knobs(), sid, lambda k: render(rec, k))
+        result = apply(rec, start or Knobs(), sid, lambda k: render(rec, k))
         if not result.reason:
             out[sid] = result.knobs
     return out

@@ -127,7 +127,6 @@ class Harness:
         self.last: dict[str, list[Any]] = {}  # the latest outputs per input set (for the held-stream probe)
         self.timed: deque[Any] = deque()
         self.gate: timing.Gate | None = None
-        self.spin: timing.Gate | None = None  # the gate on one block, for the held-stream probe
         self.gate_flags = timing.GateFlags()
         self.host_ms = 0.0  # the slowest host time of a forward call so far
         # Taken while the process waits to be taken, before any of the candidate's code runs.
@@ -152,10 +151,11 @@ class Harness:
                 reply = Failed(
                     verdict=Verdict.RUNTIME_ERROR, errors=f"harness error: {type(exc).__name__}: {exc}"[:4000]
                 )
-            if isinstance(command, Finish):
+            done = isinstance(command, Finish)
+            if done:
                 finishing()
             _send(self.conn, reply)
-            if isinstance(command, Finish):
+            if done:
                 return
 
     def handle(self, command: Command) -> BaseModel:
@@ -188,7 +188,6 @@ class Harness:
     def load(self, command: Load) -> Loaded:
         JUDGE_BUILD.set(command.build)
         self.gate = timing.Gate.build(command.build, self.gate_flags)  # before the candidate's code: its own cubin
-        self.spin = self.gate.narrow(1)
         self.filename = command.filename
         digest = hashlib.sha256(command.source.encode()).hexdigest()[:16]
         if command.fmt == "kernelbench":
@@ -281,7 +280,7 @@ class Harness:
         if command.hold_stream:
             out_bytes = sum(math.prod(o.shape) * getattr(torch, o.dtype).itemsize for o in command.outputs)
             hold = probes.hold_ms(self.host_ms, out_bytes)
-            spin = self.spin or self._gate().narrow(1)  # one block: the observer's copies still run
+            spin = self._gate().narrow(1)  # one block: the observer's copies still run
             copies, outs = self._run(lambda: probes.held_stream_snapshot(forward, spin, hold))
             before = self.last.get(command.key)
             if copies is not None and before is not None:

@@ -83,7 +83,7 @@ def examine(task: Task) -> dict[str, Any]:
     for variant, candidate in variants:
         findings = [f"{f.kind.value}: {f.detail}" for f in static_check(candidate, rec.dtype, "native")]
         cuda = static_cuda_sources(candidate)
-        entry: dict[str, Any] = {"static": findings, "cuda": cuda}
+        entry: dict[str, Any] = {"static": findings, "cuda": cuda, "candidate": candidate}
         if small_rec is not None and small_rec.family == rec.family:
             with contextlib.suppress(Unsupported):  # counted as not simulated
                 entry["small_candidate"] = render(small_rec, everything(small_rec) if variant == "all" else Knobs())
@@ -174,8 +174,20 @@ def simulate_all(rows: list[dict[str, Any]], workdir: Path, limit_s: float, say:
     type=click.Path(file_okay=False, path_type=Path),
     help="keep the nvcc and simulator builds here (a second run reuses them) [a fresh temporary folder]",
 )
+@click.option(
+    "--write-candidates",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="also write each supported task's tuned kernel (all) as DIR/<level>/<task>.py, for the GPU judge "
+    "(bench/bench_runner.py --kernelbench ROOT --candidates DIR)",
+)
 def main(
-    root: Path, levels: str, simulate_kernels: bool, out: Path | None, limit_s: float, workdir: Path | None
+    root: Path,
+    levels: str,
+    simulate_kernels: bool,
+    out: Path | None,
+    limit_s: float,
+    workdir: Path | None,
+    write_candidates: Path | None,
 ) -> None:
     # One torch thread: the simulator's children are forked, and a fork after OpenMP's
     # thread pool has run hangs in the child's first parallel region.
@@ -203,6 +215,14 @@ def main(
         entry["built"] = len(entry["cuda"]) == 1 and build.ok
         entry["build_errors"] = "" if entry["built"] else (build.errors or "not one CUDA_SRC string")[:500]
         del entry["cuda"]
+    for row in rows:  # the tuned kernels that pass the static checks, for the GPU judge
+        tuned = row.get("kernels", {}).get("all")
+        if write_candidates is not None and tuned is not None and not tuned["static"] and tuned["built"]:
+            path = write_candidates / f"{row['task']}.py"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(tuned["candidate"])
+        for entry in row.get("kernels", {}).values():
+            del entry["candidate"]
     if simulate_kernels:
         _shim(workdir)
         smalls = [e["small_candidate"] for e in entries if e.get("small_candidate")]

@@ -190,12 +190,19 @@ def suite_report(ev: Evaluator, passes: int, settings: BuildSettings) -> tuple[l
     return rows, summary
 
 
-def kernelbench_candidate(task: Task) -> Path | None:
+def kernelbench_candidate(task: Task, candidates: Path | None) -> Path | None:
+    """The honest candidate judged for a KernelBench task: one written for it here, a suite
+    candidate for the same operator, else one under `candidates` (e.g. the strategy catalog's,
+    from bench/bench_catalog_coverage.py --write-candidates)."""
     own = KERNELBENCH_CANDIDATES / f"{task.id}.py"
     if own.is_file():
         return own
     suite = SUITE_ANSWERS.get(task.id)
-    return CANDIDATES / f"{suite}.py" if suite else None
+    if suite:
+        return CANDIDATES / f"{suite}.py"
+    if candidates is not None and (candidates / f"{task.id}.py").is_file():
+        return candidates / f"{task.id}.py"
+    return None
 
 
 def prepare_like_the_referee(task: Task, config: EvalConfig) -> dict[str, Any]:
@@ -250,36 +257,54 @@ def prepare_like_the_referee(task: Task, config: EvalConfig) -> dict[str, Any]:
     return record
 
 
-def kernelbench_report(ev: Evaluator, root: Path, save: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
-    """Prepare every task, then judge those with a candidate; `save` gets the report so far
-    after each task (a run cut short by its time limit keeps what it measured)."""
+def kernelbench_report(
+    ev: Evaluator,
+    root: Path,
+    candidates: Path | None,
+    earlier: dict[str, Any] | None,
+    save: Callable[[dict[str, Any]], None],
+) -> dict[str, Any]:
+    """Each task prepared, then judged when it has a candidate; `save` gets the report so far
+    after each task (a run cut short by its time limit keeps what it measured, and `earlier`,
+    such a report, is continued: its tasks are kept, not redone)."""
     tasks = load_tasks(root)
     report: dict[str, Any] = {"root": str(root), "prepared": [], "judged": []}
-    for task in tasks:
-        report["prepared"].append(prepare_like_the_referee(task, EvalConfig(trials=10, warmup=2)))
-        save(report)
-    for task in tasks:
-        candidate = kernelbench_candidate(task)
-        if candidate is None:
+    done: set[str] = set()
+    if earlier:
+        report["prepared"] = list(earlier.get("prepared", []))
+        report["judged"] = list(earlier.get("judged", []))
+        done = {row["task"] for row in report["prepared"]}
+    for i, task in enumerate(tasks, 1):
+        if task.id in done:
             continue
-        result = ev.evaluate(task, candidate)
-        report["judged"].append(
-            {
-                "task": task.id,
-                "candidate": str(candidate.relative_to(REPO)),
-                "verdict": result.verdict.value,
-                "errors": result.errors,
-                "cheats": [f"{c.kind.value}: {c.detail}" for c in result.cheats],
-                "eval_s": result.eval_seconds,
-                "stage_s": result.stage_seconds,
-                "candidate_ms": result.candidate and result.candidate.median_ms,
-                "eager_ms": result.reference_eager and result.reference_eager.median_ms,
-                "speedup_eager": result.speedup_eager,
-                "bytes_moved_gb": result.roofline and result.roofline.bytes_moved / 1e9,
-                "bandwidth_fraction": result.roofline and result.roofline.bandwidth_fraction,
-                "probes": [f"{p.name}:{p.outcome}" for p in result.probes],
-            }
-        )
+        prepared = prepare_like_the_referee(task, EvalConfig(trials=10, warmup=2))
+        report["prepared"].append(prepared)
+        candidate = kernelbench_candidate(task, candidates)
+        state = "ok" if prepared["ok"] else "FAILED"
+        line = f"[{i}/{len(tasks)}] {task.id}: prepared {state} in {prepared['seconds']:.1f} s"
+        if candidate is not None:
+            result = ev.evaluate(task, candidate)
+            report["judged"].append(
+                {
+                    "task": task.id,
+                    "candidate": str(candidate.relative_to(REPO)) if candidate.is_relative_to(REPO) else str(candidate),
+                    "verdict": result.verdict.value,
+                    "errors": result.errors,
+                    "cheats": [f"{c.kind.value}: {c.detail}" for c in result.cheats],
+                    "eval_s": result.eval_seconds,
+                    "stage_s": result.stage_seconds,
+                    "candidate_ms": result.candidate and result.candidate.median_ms,
+                    "eager_ms": result.reference_eager and result.reference_eager.median_ms,
+                    "speedup_eager": result.speedup_eager,
+                    "bytes_moved_gb": result.roofline and result.roofline.bytes_moved / 1e9,
+                    "bandwidth_fraction": result.roofline and result.roofline.bandwidth_fraction,
+                    "probes": [f"{p.name}:{p.outcome}" for p in result.probes],
+                }
+            )
+            line += f"; judged {result.verdict.value} in {result.eval_seconds:.1f} s"
+            if result.speedup_eager:
+                line += f", {result.speedup_eager:.2f}x eager"
+        print(line, flush=True)
         save(report)
     return report
 
@@ -295,7 +320,25 @@ def kernelbench_report(ev: Evaluator, root: Path, save: Callable[[dict[str, Any]
     type=click.IntRange(min=0),
     help="suite passes (0: skip the suite); repeatability compares the first and the last",
 )
-@click.option("--kernelbench", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None)
+@click.option(
+    "--kernelbench",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="a KernelBench checkout's KernelBench folder (or level folders' copies): prepare every task as the "
+    "referee does, and judge those with a candidate",
+)
+@click.option(
+    "--candidates",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="with --kernelbench: candidates for tasks that have none here, as DIR/<level>/<task>.py",
+)
+@click.option(
+    "--resume",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="with --kernelbench: continue an earlier run's JSON (its KernelBench tasks are kept, not redone)",
+)
 @click.option(
     "--profile",
     is_flag=True,
@@ -310,6 +353,8 @@ def main(
     load_inline: bool,
     passes: int,
     kernelbench: Path | None,
+    candidates: Path | None,
+    resume: Path | None,
     profile: bool,
     out: Path,
 ) -> None:
@@ -342,8 +387,9 @@ def main(
             inline = {"seconds": time.perf_counter() - started, "verdict": result.verdict.value}
             save("load_inline", {**inline, "speedup_eager": result.speedup_eager})
         if kernelbench is not None:
-            found = kernelbench_report(ev, kernelbench, lambda part: save("kernelbench", part))
-            console.print_json(json.dumps(found, default=str))
+            earlier = json.loads(resume.read_text()).get("kernelbench") if resume is not None else None
+            found = kernelbench_report(ev, kernelbench, candidates, earlier, lambda part: save("kernelbench", part))
+            _print_kernelbench(console, found)
     save()
     if profile:
         gpu = str(report.get("gpu", "gpu")).split()[-1].lower()
@@ -351,6 +397,39 @@ def main(
         (out / f"profile-{report['date']}-{gpu}.txt").write_text(text)
         console.print(text[:6000])
     console.print(f"wrote {out}")
+
+
+def _print_kernelbench(console: Console, found: dict[str, Any]) -> None:
+    from collections import Counter
+
+    prepared = found["prepared"]
+    table = Table(title=f"KernelBench tasks under {found['root']}")
+    for column in ("", "tasks", "ok", "failed", "peak GPU GiB (max)", "seconds (max)"):
+        table.add_column(column)
+    failed = [p for p in prepared if not p["ok"]]
+    table.add_row(
+        "prepared as the referee does",
+        str(len(prepared)),
+        str(len(prepared) - len(failed)),
+        str(len(failed)),
+        f"{max((p['peak_gpu_gb'] for p in prepared), default=0) / 1.073741824:.1f}",
+        f"{max((p['seconds'] for p in prepared), default=0):.1f}",
+    )
+    verdicts = Counter(j["verdict"] for j in found["judged"])
+    table.add_row(
+        "judged with a candidate",
+        str(len(found["judged"])),
+        str(verdicts.get("ok", 0)),
+        ", ".join(f"{v} {n}" for v, n in sorted(verdicts.items()) if v != "ok") or "0",
+        "",
+        f"{max((j['eval_s'] or 0 for j in found['judged']), default=0):.1f}",
+    )
+    console.print(table)
+    for p in failed:
+        console.print(f"prepare failed: {p['task']}: {p['error']}", highlight=False)
+    for j in found["judged"]:
+        if j["verdict"] != "ok":
+            console.print(f"judged {j['verdict']}: {j['task']}: {(j['errors'] or j['cheats'])[:2]}", highlight=False)
 
 
 def profiled_pass(config: EvalConfig, settings: BuildSettings) -> str:

@@ -205,16 +205,14 @@ def kernelbench_candidate(task: Task, candidates: Path | None) -> Path | None:
     return None
 
 
-def prepare_like_the_referee(task: Task, config: EvalConfig) -> dict[str, Any]:
+def prepare_like_the_referee(task: Task, config: EvalConfig, gate: Any) -> dict[str, Any]:
     """Everything the referee does for a task but run a candidate: the reference and its
-    timing, every input set and probe, the float64 reference, the comparison; with the
-    time and the peak GPU memory it took (the referee's side only)."""
-    import torch
+    timing (behind `gate`, a timing.Gate), every input set and probe, the float64 reference,
+    the comparison; with the time and the peak GPU memory it took (the referee's side only).
+    Its memory is given back to the GPU afterwards, for the candidate judged next."""
+    import gc
 
-    from htam_graph.runner import compare
-    from htam_graph.runner.referee import inputs as sets
-    from htam_graph.runner.referee.reference import References
-    from htam_graph.runner.timing import L2Flusher
+    import torch
 
     device = torch.device("cuda", 0)
     torch.cuda.empty_cache()
@@ -222,39 +220,53 @@ def prepare_like_the_referee(task: Task, config: EvalConfig) -> dict[str, Any]:
     started = time.perf_counter()
     record: dict[str, Any] = {"task": task.id}
     try:
-        refs = References(device, L2Flusher())
-        reference = refs.prepare(task, config)
-        eager, _ = refs.timings(reference, config, None)
-        skipped, float64 = [], True
-        recipes = sets.plan(config.correctness_trials, True, reference.dtype == torch.float32, config.seed)
-        for recipe in recipes:
-            drawn = sets.generate(reference.module, recipe, device)
-            expected = reference.forward(drawn)
-            if recipe.kind != sets.InputKind.TASK:
-                if not all(bool(torch.isfinite(t).all()) for t in expected):
-                    skipped.append(recipe.name)
-                    continue
-                exact = reference.forward64(drawn)
-                float64 = float64 and exact is not None
-                for ref, ref64 in zip(expected, exact or [], strict=False):
-                    compare.deviation(ref, ref64)
-            for i, ref in enumerate(expected):
-                assert compare.compare(i, ref, ref).ok
-            del drawn, expected
-        record.update(
-            ok=True,
-            input_gb=reference.input_bytes / 1e9,
-            output_gb=reference.output_bytes / 1e9,
-            flops=reference.flops,
-            eager_ms=eager.median_ms,
-            probes_skipped=skipped,
-            float64_reference=float64,
-        )
+        record.update(_prepare(task, config, gate, device))
     except Exception as exc:
         record.update(ok=False, error=f"{type(exc).__name__}: {exc}", trace=traceback.format_exc()[-2000:])
     record["seconds"] = time.perf_counter() - started
     record["peak_gpu_gb"] = torch.cuda.max_memory_allocated(device) / 1e9
+    gc.collect()
+    torch.cuda.empty_cache()
     return record
+
+
+def _prepare(task: Task, config: EvalConfig, gate: Any, device: Any) -> dict[str, Any]:
+    import torch
+
+    from htam_graph.runner import compare
+    from htam_graph.runner.referee import inputs as sets
+    from htam_graph.runner.referee.reference import References
+    from htam_graph.runner.timing import L2Flusher
+
+    refs = References(device, L2Flusher())
+    reference = refs.prepare(task, config)
+    eager, _ = refs.timings(reference, config, gate)
+    skipped, float64 = [], True
+    recipes = sets.plan(config.correctness_trials, True, reference.dtype == torch.float32, config.seed)
+    for index, recipe in enumerate(recipes):
+        drawn = sets.generate(reference.module, recipe, device)
+        expected = reference.forward(drawn)
+        if recipe.kind != sets.InputKind.TASK or index == 0:  # the first task set: the task's conditioning
+            if not all(bool(torch.isfinite(t).all()) for t in expected):
+                skipped.append(recipe.name)
+                continue
+            exact = reference.forward64(drawn)
+            float64 = float64 and exact is not None
+            for ref, ref64 in zip(expected, exact or [], strict=False):
+                compare.deviation(ref, ref64)
+            del exact
+        for i, ref in enumerate(expected):
+            assert compare.compare(i, ref, ref).ok
+        del drawn, expected
+    return {
+        "ok": True,
+        "input_gb": reference.input_bytes / 1e9,
+        "output_gb": reference.output_bytes / 1e9,
+        "flops": reference.flops,
+        "eager_ms": eager.median_ms,
+        "probes_skipped": skipped,
+        "float64_reference": float64,
+    }
 
 
 def kernelbench_report(
@@ -262,27 +274,33 @@ def kernelbench_report(
     root: Path,
     candidates: Path | None,
     earlier: dict[str, Any] | None,
+    settings: BuildSettings,
     save: Callable[[dict[str, Any]], None],
 ) -> dict[str, Any]:
     """Each task prepared, then judged when it has a candidate; `save` gets the report so far
     after each task (a run cut short by its time limit keeps what it measured, and `earlier`,
-    such a report, is continued: its tasks are kept, not redone)."""
+    such a report, is continued: its successful preparations and `ok` verdicts are kept, the
+    rest redone)."""
+    from htam_graph.runner.timing import Gate
+
     tasks = load_tasks(root)
+    gate = Gate.build(settings)
     report: dict[str, Any] = {"root": str(root), "prepared": [], "judged": []}
-    done: set[str] = set()
     if earlier:
-        report["prepared"] = list(earlier.get("prepared", []))
-        report["judged"] = list(earlier.get("judged", []))
-        done = {row["task"] for row in report["prepared"]}
+        report["prepared"] = [row for row in earlier.get("prepared", []) if row["ok"]]
+        report["judged"] = [row for row in earlier.get("judged", []) if row["verdict"] == "ok"]
+    prepared_ok = {row["task"] for row in report["prepared"]}
+    judged_ok = {row["task"] for row in report["judged"]}
     for i, task in enumerate(tasks, 1):
-        if task.id in done:
-            continue
-        prepared = prepare_like_the_referee(task, EvalConfig(trials=10, warmup=2))
-        report["prepared"].append(prepared)
         candidate = kernelbench_candidate(task, candidates)
-        state = "ok" if prepared["ok"] else "FAILED"
-        line = f"[{i}/{len(tasks)}] {task.id}: prepared {state} in {prepared['seconds']:.1f} s"
-        if candidate is not None:
+        if task.id in prepared_ok and (candidate is None or task.id in judged_ok):
+            continue
+        line = f"[{i}/{len(tasks)}] {task.id}:"
+        if task.id not in prepared_ok:
+            prepared = prepare_like_the_referee(task, EvalConfig(trials=10, warmup=2), gate)
+            report["prepared"].append(prepared)
+            line += f" prepared {'ok' if prepared['ok'] else 'FAILED'} in {prepared['seconds']:.1f} s"
+        if candidate is not None and task.id not in judged_ok:
             result = ev.evaluate(task, candidate)
             report["judged"].append(
                 {
@@ -301,7 +319,7 @@ def kernelbench_report(
                     "probes": [f"{p.name}:{p.outcome}" for p in result.probes],
                 }
             )
-            line += f"; judged {result.verdict.value} in {result.eval_seconds:.1f} s"
+            line += f" judged {result.verdict.value} in {result.eval_seconds:.1f} s"
             if result.speedup_eager:
                 line += f", {result.speedup_eager:.2f}x eager"
         print(line, flush=True)
@@ -337,7 +355,8 @@ def kernelbench_report(
     "--resume",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     default=None,
-    help="with --kernelbench: continue an earlier run's JSON (its KernelBench tasks are kept, not redone)",
+    help="with --kernelbench: continue an earlier run's JSON (its successful preparations and ok verdicts are "
+    "kept, the rest redone)",
 )
 @click.option(
     "--profile",
@@ -388,7 +407,9 @@ def main(
             save("load_inline", {**inline, "speedup_eager": result.speedup_eager})
         if kernelbench is not None:
             earlier = json.loads(resume.read_text()).get("kernelbench") if resume is not None else None
-            found = kernelbench_report(ev, kernelbench, candidates, earlier, lambda part: save("kernelbench", part))
+            found = kernelbench_report(
+                ev, kernelbench, candidates, earlier, settings, lambda part: save("kernelbench", part)
+            )
             _print_kernelbench(console, found)
     save()
     if profile:

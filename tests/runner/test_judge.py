@@ -132,6 +132,27 @@ class Linear(nn.Module):
         return numpy_kernel(lambda p, q, r: p @ q.T + r, x, w, b)
 
 
+class GemmSumReordered(nn.Module):
+    """The same sum of x @ W^T added in another order: x @ (W's column sums), in fp32."""
+
+    def __init__(self, in_features, out_features):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(out_features, in_features))
+
+    def forward(self, x):
+        w = self.weight.detach()
+        return numpy_kernel(lambda p, q: p @ q.sum(axis=0, keepdims=True).T, x, w)
+
+
+class GemmSumHalf(GemmSumReordered):
+    """The GEMM on fp16 operands (as tensor cores would take them), then the sum."""
+
+    def forward(self, x):
+        w = self.weight.detach()
+        half = lambda t: t.astype(np.float16).astype(np.float32)
+        return numpy_kernel(lambda p, q: (half(p) @ half(q).T).sum(axis=1, keepdims=True), x, w)
+
+
 class SlowerThanReported(nn.Module):
     def forward(self, x):
         time.sleep(0.004)
@@ -218,6 +239,16 @@ def test_half_arithmetic_fails_the_precision_probe_and_fp32_does_not(tmp_path):
     result = judge(HalfMatmul, "matmul_rand_small.py", tmp_path)
     assert CheatKind.PRECISION_DOWNGRADE in kinds(result), result.errors
     assert judge(Fp32Matmul, "matmul_rand_small.py", tmp_path).verdict == Verdict.OK
+
+
+def test_an_ill_conditioned_task_accepts_another_fp32_order_but_not_half_operands(tmp_path):
+    # The fp32 reference is itself further than 1e-4 from float64 here, so two honest fp32
+    # orders of the sum differ beyond KernelBench's 1e-4: the task sets' tolerance widens to
+    # 16 x the reference's own error, which half operands still miss by far.
+    result = judge(GemmSumReordered, "gemm_sum_small.py", tmp_path)
+    assert result.verdict == Verdict.OK, result.errors
+    assert result.max_abs_error is not None and result.max_abs_error > 1e-4  # beyond KernelBench's own atol
+    assert judge(GemmSumHalf, "gemm_sum_small.py", tmp_path).verdict != Verdict.OK
 
 
 def test_reported_times_far_below_the_referees_clock_are_flagged(tmp_path):

@@ -508,10 +508,10 @@ class _Case:
                 noise.append(compare.deviation(ref, exact[i])[0] if ok and exact is not None else 0.0)
             reference.task_noise = noise
         found = []
-        for ref, noise in zip(expected, reference.task_noise, strict=False):
+        for ref, distance in zip(expected, reference.task_noise, strict=False):
             atol, rtol = compare.tolerance(ref.dtype, self.config.atol, self.config.rtol)
-            if ref.is_floating_point() and NOISE_FACTOR * noise > atol:
-                found.append(_Tolerance(NOISE_FACTOR * noise, rtol))
+            if ref.is_floating_point() and NOISE_FACTOR * distance > atol:
+                found.append(_Tolerance(NOISE_FACTOR * distance, rtol))
             else:
                 found.append(_Tolerance(self.config.atol, self.config.rtol))
         return found

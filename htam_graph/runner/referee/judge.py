@@ -499,7 +499,9 @@ class _Case:
         itself is further than that from float64: on an ill-conditioned task (a sum over a
         GEMM's output cancels to a small value) two honest fp32 kernels that add in different
         orders differ beyond 1e-4, as much as either differs from the exact result. Measured
-        once per task, on its first task set (the reference's, never the candidate's)."""
+        on the first task set of the reference as prepared (the referee keeps one task's, so
+        once per job when jobs alternate between tasks); the reference's arithmetic, never
+        the candidate's."""
         if reference.task_noise is None:
             exact = reference.forward64(drawn)
             noise = []

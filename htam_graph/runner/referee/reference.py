@@ -70,7 +70,7 @@ class Reference:
     mutates_inputs: bool  # then it runs on a copy, so the judge's inputs stay as they were
     state: dict[str, torch.Tensor] = field(default_factory=dict)
     # max |reference - float64 reference| per output on the task's first input set (the
-    # judge's measure of the task's conditioning), once per task; 0.0 where unknown
+    # judge's measure of the task's conditioning), once per prepared reference; 0.0 where unknown
     task_noise: list[float] | None = None
     _model64: torch.nn.Module | None = None
     _float64_failed: bool = False

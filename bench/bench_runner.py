@@ -34,6 +34,7 @@ import sys
 import tempfile
 import time
 import traceback
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -421,8 +422,6 @@ def main(
 
 
 def _print_kernelbench(console: Console, found: dict[str, Any]) -> None:
-    from collections import Counter
-
     prepared = found["prepared"]
     table = Table(title=f"KernelBench tasks under {found['root']}")
     for column in ("", "tasks", "ok", "failed", "peak GPU GiB (max)", "seconds (max)"):

@@ -503,12 +503,8 @@ class _Case:
         once per job when jobs alternate between tasks); the reference's arithmetic, never
         the candidate's."""
         if reference.task_noise is None:
-            exact = reference.forward64(drawn)
-            noise = []
-            for i, ref in enumerate(expected):
-                ok = exact is not None and i < len(exact) and ref.is_floating_point() and exact[i].shape == ref.shape
-                noise.append(compare.deviation(ref, exact[i])[0] if ok and exact is not None else 0.0)
-            reference.task_noise = noise
+            deviations = _float64_deviations(reference, drawn, expected)
+            reference.task_noise = [d[0] if d is not None else 0.0 for d in deviations]
         found = []
         for ref, distance in zip(expected, reference.task_noise, strict=False):
             atol, rtol = compare.tolerance(ref.dtype, self.config.atol, self.config.rtol)
@@ -531,15 +527,14 @@ class _Case:
         """Tolerances for a probe set: KernelBench's, widened to NOISE_FACTOR times the
         reference's own rounding error (against float64), or, without a float64 reference,
         to the relative tolerance times the output's RMS."""
-        exact = reference.forward64(drawn)
         found = []
-        for i, ref in enumerate(expected):
+        for ref, deviation in zip(expected, _float64_deviations(reference, drawn, expected), strict=True):
             if not ref.is_floating_point():
                 found.append(_Tolerance(self.config.atol, self.config.rtol))
                 continue
             atol, rtol = compare.tolerance(ref.dtype, self.config.atol, self.config.rtol)
-            if exact is not None and i < len(exact) and exact[i].shape == ref.shape:
-                largest, norm = compare.deviation(ref, exact[i])
+            if deviation is not None:
+                largest, norm = deviation
                 found.append(_Tolerance(max(atol, NOISE_FACTOR * largest), rtol, norm))
             else:
                 found.append(_Tolerance(max(atol, rtol * compare.rms(ref)), rtol))
@@ -896,6 +891,20 @@ class _Case:
                 )
         self.result.suspicious = bool(reasons)
         self.result.suspicious_reason = "; ".join(reasons)
+
+
+def _float64_deviations(
+    reference: Reference, drawn: list[Any], expected: list[torch.Tensor]
+) -> list[tuple[float, float] | None]:
+    """Per output, (max, norm) of |reference - float64 reference| on these inputs; None for
+    an output that is not floating or has no float64 twin (too large, or no float64 kernel)."""
+    exact = reference.forward64(drawn)
+    return [
+        compare.deviation(ref, exact[i])
+        if exact is not None and i < len(exact) and ref.is_floating_point() and exact[i].shape == ref.shape
+        else None
+        for i, ref in enumerate(expected)
+    ]
 
 
 def _give_back(device: torch.device, needed: int) -> None:

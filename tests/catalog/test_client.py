@@ -131,6 +131,32 @@ def test_answers_are_deterministic(tmp_path: Path) -> None:
     assert hashes[0] == hashes[1]
 
 
+def test_while_the_reference_is_best_strategies_build_on_the_fastest_kernel() -> None:
+    # A GEMM's register tiles (0.6x eager) are slower than cuBLAS, so the reference stays the
+    # best; the next strategy must still apply to them, not to the 16x16 base kernel.
+    client = CatalogClient()
+    task = resolve_task("level2/4_Gemm_GELU").source
+    state = {
+        "task": {"source": task},
+        "best": {"step_index": None, "source": None, "speedup": 1.0, "feedback": None},
+        "fastest": None,
+        "step_index": 0,
+        "path": [],
+    }
+    first = client.generate({"state": state, "local": {"id": "data_reuse.register_tiling"}, "glob": None})
+    tiled = first.split("```python\n", 1)[1].rsplit("```", 1)[0]
+    state["fastest"] = {"step_index": 0, "source": tiled, "speedup": 0.6, "feedback": None}
+    state["step_index"] = 1
+    state["path"] = [{"index": 0, "local_id": "data_reuse.register_tiling"}]
+    second = client.generate({"state": state, "local": {"id": "memory_access.vectorized_float4"}, "glob": None})
+    knobs, applied = best_record({"best": {"source": second.split("```python\n", 1)[1]}})
+    assert knobs.reg_tile and knobs.vec, knobs
+    assert applied == ["data_reuse.register_tiling", "memory_access.vectorized_float4"]
+    # Once a kernel beats the reference it is the best, and the fastest is no longer given.
+    state["best"], state["fastest"] = {**state["fastest"], "speedup": 1.2}, None
+    assert best_record(state)[0].reg_tile
+
+
 def test_the_cli_runs_the_catalog(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HTAM_")}
     env.update({"HTAM_STORE": "local", "HTAM_LOCAL_PATH": str(tmp_path / "m.sqlite"), "COLUMNS": "200"})

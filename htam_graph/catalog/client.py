@@ -13,8 +13,9 @@ the knobs either was made with; "the best kernel" below), and the step's strateg
   when a step improves the best). A strategy (or direction) that changes nothing in the
   kernel gives no candidate, with the reason: the step is a failed generation.
 - repair: the catalog cannot fix its own templates; it answers with the best kernel so far.
-- directions: the globals with a strategy that changes the best kernel, the only ones the
-  policy then draws (a direction without one would be a failed generation).
+- directions: the globals with a strategy that changes the best kernel and was not tried on
+  it, the only ones the policy then draws (a direction without one would be a failed
+  generation, or a candidate judged before); all globals with one when every one was tried.
 Every answer is deterministic, so runs replay exactly.
 """
 
@@ -86,9 +87,16 @@ class CatalogClient(LLMClient):
         except Unsupported:
             return None
         knobs, _ = best_record(state)
+        tried = _tried_since_best(state)
         order = curriculum(rec.family)
-        globs = dict.fromkeys(sid.split(".", 1)[0] for sid in order)
-        return frozenset(g for g in globs if self._nth_composing(rec, knobs, _under(order, g), 0)[1] is not None)
+        composing: dict[str, list[str]] = {}
+        for sid in order:
+            if not self._apply(rec, knobs, sid).reason:
+                composing.setdefault(sid.split(".", 1)[0], []).append(sid)
+        # A direction whose every composing strategy was tried on this kernel would only
+        # make a candidate judged before; those are drawn only when no other is left.
+        fresh = frozenset(g for g, sids in composing.items() if any(sid not in tried for sid in sids))
+        return fresh or frozenset(composing)
 
     def select_local(self, context: dict[str, Any]) -> dict[str, str]:
         offered = context["locals"]

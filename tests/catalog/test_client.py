@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from htam_graph.catalog.client import CatalogClient, best_record
+from htam_graph.catalog.strategies import STRATEGIES
 from htam_graph.config import ScoringParams
 from htam_graph.loop.evaluators import StandInEvaluator
 from htam_graph.loop.optimizer import Optimizer
@@ -155,6 +156,26 @@ def test_while_the_reference_is_best_strategies_build_on_the_fastest_kernel() ->
     # Once a kernel beats the reference it is the best, and the fastest is no longer given.
     state["best"], state["fastest"] = {**state["fastest"], "speedup": 1.2}, None
     assert best_record(state)[0].reg_tile
+
+
+def test_directions_whose_strategies_were_all_tried_on_the_kernel_are_not_offered() -> None:
+    client = CatalogClient()
+    state = {
+        "task": {"source": resolve_task("level1/7_Softmax").source},
+        "best": {"step_index": None, "source": None, "speedup": 1.0, "feedback": None},
+        "fastest": None,
+        "step_index": 0,
+        "path": [],
+    }
+    offered = client.directions(state)
+    assert offered and "memory_access" in offered
+    tried = [sid for sid in STRATEGIES if sid.startswith("memory_access.")]
+    state["path"] = [{"index": i, "local_id": sid} for i, sid in enumerate(tried)]
+    state["step_index"] = len(tried)
+    assert client.directions(state) == offered - {"memory_access"}
+    # Once every strategy was tried on the kernel, every direction that composes is offered again.
+    state["path"] = [{"index": i, "local_id": sid} for i, sid in enumerate(STRATEGIES)]
+    assert client.directions(state) == offered
 
 
 def test_the_cli_runs_the_catalog(tmp_path: Path) -> None:

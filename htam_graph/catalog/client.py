@@ -3,7 +3,8 @@ language model.
 
 It reads the values each prompt was rendered from (`Prompt.context`), never the prompt's
 text: the task's source (recognized by its graph, catalog/families.py), the run's best
-candidate (whose header records the knobs it was made with) and the step's strategy.
+candidate, or its fastest correct one while the reference is the best (the header records
+the knobs either was made with; "the best kernel" below), and the step's strategy.
 - select_local: among the offered strategies, one the catalog implements that changes
   the best kernel and was not tried since the best was set, ranked by the strategy's own
   record in the memory, then by the catalog's order for the family.
@@ -12,8 +13,9 @@ candidate (whose header records the knobs it was made with) and the step's strat
   when a step improves the best). A strategy (or direction) that changes nothing in the
   kernel gives no candidate, with the reason: the step is a failed generation.
 - repair: the catalog cannot fix its own templates; it answers with the best kernel so far.
-- directions: the globals with a strategy that changes the best kernel, the only ones the
-  policy then draws (a direction without one would be a failed generation).
+- directions: the globals with a strategy that changes the best kernel and was not tried on
+  it, the only ones the policy then draws (a direction without one would be a failed
+  generation, or a candidate judged before); all globals with one when every one was tried.
 Every answer is deterministic, so runs replay exactly.
 """
 
@@ -85,9 +87,16 @@ class CatalogClient(LLMClient):
         except Unsupported:
             return None
         knobs, _ = best_record(state)
+        tried = _tried_since_best(state)
         order = curriculum(rec.family)
-        globs = dict.fromkeys(sid.split(".", 1)[0] for sid in order)
-        return frozenset(g for g in globs if self._nth_composing(rec, knobs, _under(order, g), 0)[1] is not None)
+        composing: dict[str, list[str]] = {}
+        for sid in order:
+            if not self._apply(rec, knobs, sid).reason:
+                composing.setdefault(sid.split(".", 1)[0], []).append(sid)
+        # A direction whose every composing strategy was tried on this kernel would only
+        # make a candidate judged before; those are drawn only when no other is left.
+        fresh = frozenset(g for g, sids in composing.items() if any(sid not in tried for sid in sids))
+        return fresh or frozenset(composing)
 
     def select_local(self, context: dict[str, Any]) -> dict[str, str]:
         offered = context["locals"]
@@ -148,7 +157,7 @@ class CatalogClient(LLMClient):
 
     def repair(self, context: dict[str, Any]) -> str:
         state = context["state"]
-        best = state["best"]["source"]
+        best = _base(state)["source"]
         if best is not None:
             return f"The catalog cannot repair its templates; here is the best kernel so far.\n```python\n{best}```\n"
         try:
@@ -195,10 +204,20 @@ class Chosen:
     knobs: Knobs
 
 
+def _base(state: dict[str, Any]) -> dict[str, Any]:
+    """The candidate the catalog builds on: the run's best, or, while the reference is the
+    best, the run's fastest correct kernel. A GEMM's register tiles at 0.6x eager are still
+    the kernel the next strategy must apply to, not the 0.13x base kernel."""
+    best = state["best"]
+    fastest = state.get("fastest")
+    return fastest if best["source"] is None and fastest is not None else best
+
+
 def best_record(state: dict[str, Any]) -> tuple[Knobs, list[str]]:
-    """The knobs and strategies of the run's best candidate, from the header the catalog
-    wrote into it (the base kernel when the best is the reference or not the catalog's)."""
-    source = state["best"]["source"]
+    """The knobs and strategies of the candidate the catalog builds on (`_base`), from the
+    header the catalog wrote into it (the base kernel when it is the reference or not the
+    catalog's)."""
+    source = _base(state)["source"]
     match = _RECORD.search(source) if source else None
     if match is None:
         return Knobs(), []
@@ -217,12 +236,12 @@ def _under(order: list[str], glob_id: str | None) -> list[str]:
 
 
 def _steps_since_best(state: dict[str, Any]) -> int:
-    best = state["best"]["step_index"]
+    best = _base(state)["step_index"]
     return state["step_index"] - (best + 1 if best is not None else 0)
 
 
 def _tried_since_best(state: dict[str, Any]) -> set[str]:
-    best = state["best"]["step_index"]
+    best = _base(state)["step_index"]
     return {p["local_id"] for p in state["path"] if p["local_id"] and (best is None or p["index"] > best)}
 
 

@@ -261,12 +261,24 @@ class Optimizer:
                 speedup=best_step.best_after,
                 feedback=_feedback(best_step.final),
             )
+        fastest = None
+        if best_step is None:  # the reference is the best; a backend may still build on its fastest kernel
+            correct = [s for s in self.steps if s.verdict == Verdict.OK and s.speedup is not None]
+            if correct:
+                step = max(correct, key=lambda s: s.speedup or 0.0)
+                fastest = Candidate(
+                    step_index=step.index,
+                    source=step.final.source,
+                    speedup=step.speedup or 0.0,
+                    feedback=_feedback(step.final),
+                )
         return StepState(
             method=self.method,
             task=self.context,
             step_index=index,
             steps=self.planned,
             best=best,
+            fastest=fastest,
             last=_feedback(last.final) if last is not None and last is not best_step else None,
             path=[PathEntry.of(s.update) for s in self.steps],
         )

@@ -170,7 +170,8 @@ class RetrievedStep(BaseModel):
 
 
 class Candidate(BaseModel):
-    """The run's best candidate so far (the reference itself before any ok step)."""
+    """A candidate of the run: its best so far (the reference itself before any step beats
+    it), or its fastest correct one."""
 
     step_index: int | None = Field(description="None: the PyTorch reference")
     source: str | None
@@ -186,5 +187,10 @@ class StepState(BaseModel):
     step_index: int
     steps: int
     best: Candidate
+    fastest: Candidate | None = Field(
+        None,
+        description="the run's fastest correct candidate while none beats the reference (so the best is the "
+        "reference); None once one does, or while none is correct",
+    )
     last: Feedback | None = Field(description="the previous step's feedback, when that step did not set the best")
     path: list[PathEntry] = Field(description="earlier steps, oldest first")

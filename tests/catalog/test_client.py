@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from htam_graph.catalog.client import CatalogClient, best_record
+from htam_graph.catalog.strategies import STRATEGIES
 from htam_graph.config import ScoringParams
 from htam_graph.loop.evaluators import StandInEvaluator
 from htam_graph.loop.optimizer import Optimizer
@@ -129,6 +130,52 @@ def test_answers_are_deterministic(tmp_path: Path) -> None:
             summary = run("level1/10_RMSNorm", Method.HTAM, 3, tmp_path / str(n), store, "rms")
         hashes.append([r.update.candidate_sha256 for r in steps(summary)])
     assert hashes[0] == hashes[1]
+
+
+def test_while_the_reference_is_best_strategies_build_on_the_fastest_kernel() -> None:
+    # A GEMM's register tiles (0.6x eager) are slower than cuBLAS, so the reference stays the
+    # best; the next strategy must still apply to them, not to the 16x16 base kernel.
+    client = CatalogClient()
+    task = resolve_task("level2/4_Gemm_GELU").source
+    state = {
+        "task": {"source": task},
+        "best": {"step_index": None, "source": None, "speedup": 1.0, "feedback": None},
+        "fastest": None,
+        "step_index": 0,
+        "path": [],
+    }
+    first = client.generate({"state": state, "local": {"id": "data_reuse.register_tiling"}, "glob": None})
+    tiled = first.split("```python\n", 1)[1].rsplit("```", 1)[0]
+    state["fastest"] = {"step_index": 0, "source": tiled, "speedup": 0.6, "feedback": None}
+    state["step_index"] = 1
+    state["path"] = [{"index": 0, "local_id": "data_reuse.register_tiling"}]
+    second = client.generate({"state": state, "local": {"id": "memory_access.vectorized_float4"}, "glob": None})
+    knobs, applied = best_record({"best": {"source": second.split("```python\n", 1)[1]}})
+    assert knobs.reg_tile and knobs.vec, knobs
+    assert applied == ["data_reuse.register_tiling", "memory_access.vectorized_float4"]
+    # Once a kernel beats the reference it is the best, and the fastest is no longer given.
+    state["best"], state["fastest"] = {**state["fastest"], "speedup": 1.2}, None
+    assert best_record(state)[0].reg_tile
+
+
+def test_directions_whose_strategies_were_all_tried_on_the_kernel_are_not_offered() -> None:
+    client = CatalogClient()
+    state = {
+        "task": {"source": resolve_task("level1/7_Softmax").source},
+        "best": {"step_index": None, "source": None, "speedup": 1.0, "feedback": None},
+        "fastest": None,
+        "step_index": 0,
+        "path": [],
+    }
+    offered = client.directions(state)
+    assert offered and "memory_access" in offered
+    tried = [sid for sid in STRATEGIES if sid.startswith("memory_access.")]
+    state["path"] = [{"index": i, "local_id": sid} for i, sid in enumerate(tried)]
+    state["step_index"] = len(tried)
+    assert client.directions(state) == offered - {"memory_access"}
+    # Once every strategy was tried on the kernel, every direction that composes is offered again.
+    state["path"] = [{"index": i, "local_id": sid} for i, sid in enumerate(STRATEGIES)]
+    assert client.directions(state) == offered
 
 
 def test_the_cli_runs_the_catalog(tmp_path: Path) -> None:

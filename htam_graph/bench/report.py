@@ -267,6 +267,7 @@ def _markdown(
         ["evaluator", f"**{evaluator}**: " + "; ".join(devices)],
         ["torch.compile reference", _compile_reference(config.evaluator, config.compile_reference, runs)],
         ["memory", f"one per method and seed, {memory}"],
+        ["scoring (docs/method.md)", ", ".join(f"{k} = {v:g}" for k, v in config.scoring.model_dump().items())],
         ["runs", f"{len(runs)} of {planned} finished ({runs['steps_done'].sum()} steps)"],
         [
             "bench",

@@ -13,6 +13,8 @@ One run per task, method and seed; a task's value is its run's best correct cand
   whose torch.compile was not timed is left out; a failed task counts 1.0);
 - cost per task: tokens in (billed at the base rate), out, cache reads and writes, dollars
   (unknown when a model has no price).
+
+`policy` summarises, over the steps table, how sharply each method's policy drew.
 """
 
 from __future__ import annotations
@@ -117,3 +119,22 @@ def fast_p_curve(runs: pd.DataFrame, ps: np.ndarray) -> pd.DataFrame:
         for p in ps
     ]
     return pd.DataFrame(rows)
+
+
+def policy(steps: pd.DataFrame) -> pd.DataFrame:
+    """Per method whose policy drew globals: the steps drawn, the mean probability of the
+    drawn global, the mean normalised entropy of the draws (1.0: uniform over what could be
+    drawn) and the median spread of the drawable globals' scores."""
+    columns = ["method", "steps_drawn", "p_chosen", "draw_entropy", "score_spread"]
+    if "p_chosen" not in steps or steps["p_chosen"].isna().all():
+        return pd.DataFrame(columns=columns)
+    drawn = steps[steps["p_chosen"].notna()]
+    grouped = drawn.groupby("method", sort=False)
+    return pd.DataFrame(
+        {
+            "steps_drawn": grouped.size(),
+            "p_chosen": grouped["p_chosen"].mean(),
+            "draw_entropy": grouped["draw_entropy"].mean(),
+            "score_spread": grouped["score_spread"].median(),
+        }
+    ).reset_index()[columns]

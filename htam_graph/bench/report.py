@@ -16,7 +16,15 @@ from matplotlib.figure import Figure  # the object API: no pyplot, no global bac
 from matplotlib.ticker import FixedLocator, FormatStrFormatter, NullLocator
 from pydantic import BaseModel
 
-from htam_graph.bench.metrics import FAST_P, fast_p_curve, finished_everywhere, per_family, per_method, per_seed
+from htam_graph.bench.metrics import (
+    FAST_P,
+    fast_p_curve,
+    finished_everywhere,
+    per_family,
+    per_method,
+    per_seed,
+    policy,
+)
 from htam_graph.bench.plan import BenchManifest, Layout, streams
 from htam_graph.bench.results import Results, collect, write_tables
 from htam_graph.errors import UserError
@@ -96,6 +104,8 @@ def write_report(layout: Layout, manifest: BenchManifest, results: Results) -> p
     seeds.to_csv(layout.results / "metrics_per_seed.csv", index=False)
     methods.to_csv(layout.results / "metrics.csv", index=False)
     families.to_csv(layout.results / "metrics_per_family.csv", index=False)
+    draws = policy(results.steps)
+    draws.to_csv(layout.results / "metrics_policy.csv", index=False)
     layout.plots.mkdir(parents=True, exist_ok=True)
     plots = {
         "fast_p": _plot_fast_p(results.runs),
@@ -104,7 +114,7 @@ def write_report(layout: Layout, manifest: BenchManifest, results: Results) -> p
     }
     for name, figure in plots.items():
         figure.savefig(layout.plots / f"{name}.png", dpi=120)
-    text = _markdown(manifest, results, seeds, methods, families, common)
+    text = _markdown(manifest, results, seeds, methods, families, common, draws)
     tmp = layout.report.with_name(f".{layout.report.name}.tmp")
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(layout.report)
@@ -218,6 +228,10 @@ def _times(mean: float, std: float, missing: str = "n/a") -> str:
     return f"{mean:.2f}x" + (f" ± {std:.2f}" if not math.isnan(std) else "")
 
 
+def _fraction(value: float, digits: int = 2) -> str:
+    return "n/a" if value is None or math.isnan(value) else f"{value:.{digits}f}"
+
+
 def _dollars(value: float) -> str:
     return "unknown" if math.isnan(value) else f"${value:.3f}"
 
@@ -235,6 +249,7 @@ def _markdown(
     methods: pd.DataFrame,
     families: pd.DataFrame,
     common: tuple[pd.DataFrame, int] | None = None,
+    draws: pd.DataFrame | None = None,
 ) -> str:
     config, runs = manifest.config, results.runs
     evaluator = config.evaluator
@@ -358,6 +373,20 @@ def _markdown(
         for _, f in families.iterrows()
     ]
     parts.append(_table(["family", "method", "tasks", "correct", "fast_1", "geomean", "vs torch.compile"], family_rows))
+    if draws is not None and len(draws):
+        parts.append("## The policy's draws")
+        parts.append(
+            "How sharply each method's policy chose its global directions, over the steps where it drew one: the "
+            "mean probability of the drawn direction, the mean entropy of the draw divided by its maximum (1.0: "
+            "uniform over the directions it could draw) and the median spread of their scores S(g). A spread small "
+            'against tau makes the draws nearly uniform (docs/method.md, "The policy").'
+        )
+        draw_rows = [
+            [d["method"], f"{d['steps_drawn']:.0f}", f"{d['p_chosen']:.2f}", _fraction(d["draw_entropy"], 3),
+             _fraction(d["score_spread"], 3)]
+            for _, d in draws.iterrows()
+        ]  # fmt: skip
+        parts.append(_table(["method", "steps drawn", "P(drawn)", "entropy / max", "score spread"], draw_rows))
     parts.append("## Per task")
     parts.append("Best correct speedup over eager of each seed's run (✗: no correct candidate).")
     parts.append(_per_task(runs, [m.value for m in config.methods]))

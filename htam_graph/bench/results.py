@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -39,7 +40,14 @@ RUN_TYPES = {
     "eager_ms": "float64",
     "compile_ms": "float64",
 }
-STEP_TYPES = {**_FLOATS, "global_id": "string", "local_id": "string"}
+STEP_TYPES = {
+    **_FLOATS,
+    "global_id": "string",
+    "local_id": "string",
+    "p_chosen": "float64",
+    "draw_entropy": "float64",
+    "score_spread": "float64",
+}
 
 
 class Results(BaseModel):
@@ -180,6 +188,7 @@ def _step_row(spec: RunSpec, record: StepRecord) -> dict:
         "global_id": record.global_id,
         "local_id": record.local_id,
         "local_fallback": record.local_fallback,
+        **_draw(record),
         "verdict": record.verdict.value,
         "attempts": len(record.attempts),
         "reused": any(a.result is not None and a.result.reused for a in record.attempts),
@@ -190,6 +199,22 @@ def _step_row(spec: RunSpec, record: StepRecord) -> dict:
         "reward": record.update.reward,
         **_usage(record.usage),
         "seconds": _seconds(record),
+    }
+
+
+def _draw(record: StepRecord) -> dict[str, float | None]:
+    """How the policy drew the step's global (docs/bench.md, "Tables"): the chosen global's
+    probability, the entropy of the draw over the globals it could draw (P > 0), divided by
+    its maximum log(n) (1.0: uniform; None below two), and the spread of their scores."""
+    drawable = {g: p for g, p in record.probabilities.items() if p > 0}
+    if not drawable or record.global_id is None:
+        return {"p_chosen": None, "draw_entropy": None, "score_spread": None}
+    scores = [record.scores[g] for g in drawable if g in record.scores]
+    entropy = -sum(p * math.log(p) for p in drawable.values()) / math.log(len(drawable)) if len(drawable) > 1 else None
+    return {
+        "p_chosen": drawable.get(record.global_id, 0.0),
+        "draw_entropy": entropy,
+        "score_spread": max(scores) - min(scores) if scores else None,
     }
 
 

@@ -112,6 +112,34 @@ def test_metrics_agree_with_a_hand_computation(finished):
     )  # the stand-in times no torch.compile
 
 
+def test_the_policys_draws_agree_with_the_step_records(finished):
+    """steps.csv's p_chosen, draw_entropy and score_spread, recomputed from each step's
+    recorded probabilities and scores; the report's table is their mean (median spread)."""
+    out, _, _ = finished
+    steps = pd.read_csv(out / "results" / "steps.csv").set_index(["run_id", "index"])
+    for folder in sorted((out / "runs").iterdir()):
+        for record in _steps(folder):
+            row = steps.loc[(folder.name, record["index"])]
+            drawable = {g: p for g, p in record["probabilities"].items() if p > 0}
+            if not drawable:  # flat and feedback draw no global direction
+                assert pd.isna(row["p_chosen"]) and pd.isna(row["draw_entropy"])
+                continue
+            assert row["p_chosen"] == pytest.approx(drawable[record["global_id"]])
+            scores = [record["scores"][g] for g in drawable]
+            assert row["score_spread"] == pytest.approx(max(scores) - min(scores))
+            n = len(drawable)
+            entropy = -sum(p * math.log(p) for p in drawable.values()) / math.log(n) if n > 1 else math.nan
+            assert row["draw_entropy"] == pytest.approx(entropy, nan_ok=True)
+    table = pd.read_csv(out / "results" / "metrics_policy.csv").set_index("method")
+    assert list(table.index) == ["htam"]  # flat and feedback draw no global direction
+    for method, t in table.iterrows():
+        mine = steps[steps["method"] == method]
+        assert t["steps_drawn"] == len(mine) and t["p_chosen"] == pytest.approx(mine["p_chosen"].mean())
+        assert t["score_spread"] == pytest.approx(mine["score_spread"].median())
+    report = (out / "report.md").read_text()
+    assert "## The policy's draws" in report and f"| htam | {table.loc['htam', 'steps_drawn']} |" in report
+
+
 def test_the_report_says_where_its_numbers_come_from(finished):
     out, _, _ = finished
     report = (out / "report.md").read_text()

@@ -5,8 +5,9 @@
 Each BENCH_DIR is an `htam bench --out` folder (its results/runs.csv). Every (label,
 method) pair becomes one row: correct runs, fast_1 and the geomean of the runs' best
 speedups over eager and over torch.compile, over the tasks every pair finished (so a
-partial bench is compared on the same tasks, and the table says how many). A task whose
-run has no correct candidate counts 1.0, as in the bench's own *geomean*.
+partial bench is compared on the same tasks, and the table says how many). The metrics are
+the bench report's own (htam_graph/bench/metrics.py: a task whose run has no correct
+candidate counts 1.0; the mean over seeds).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+
+from htam_graph.bench.metrics import per_method, per_seed
 
 
 class BadInput(ValueError):
@@ -36,35 +39,24 @@ def _runs(spec: str) -> pd.DataFrame:
     return runs
 
 
-def _geomean(values: pd.Series) -> float:
-    return math.exp(values.map(math.log).mean())
-
-
 def compare(specs: list[str]) -> tuple[pd.DataFrame, list[str]]:
     runs = pd.concat([_runs(s) for s in specs], ignore_index=True)
-    groups = list(dict.fromkeys(runs["group"]))
-    seeds = runs.groupby("group")["seed"].nunique()
-    common = sorted(set.intersection(*(set(runs.loc[runs.group == g, "task_id"]) for g in groups)))
-    runs = runs[runs.task_id.isin(common)].copy()
-    # as the bench's own geomeans (htam_graph/bench/metrics.py): a run without a correct
-    # candidate counts 1.0; a correct one whose torch.compile was not timed is left out
-    correct = runs["correct"].astype(bool)
-    runs["x_eager"] = runs["speedup"].where(correct, 1.0).fillna(1.0)
-    runs["x_compile"] = runs["speedup_compile"].where(correct, 1.0)
-    rows = []
-    for group in groups:
-        g = runs[runs.group == group]
-        rows.append(
-            {
-                "group": group,
-                "seeds": int(seeds[group]),
-                "runs": len(g),
-                "correct": float(g["correct"].mean()),
-                "fast_1": float((g["x_eager"] > 1.0).mean()),
-                "geomean_vs_eager": _geomean(g["x_eager"]),
-                "geomean_vs_compile": _geomean(g["x_compile"].dropna()) if g["x_compile"].notna().any() else None,
-            }
-        )
+    common = sorted(set.intersection(*(set(group["task_id"]) for _, group in runs.groupby("group", sort=False))))
+    # the bench's own metrics (htam_graph/bench/metrics.py), each (label, method) a method
+    seeds = per_seed(runs[runs["task_id"].isin(common)].assign(method=lambda r: r["group"]))
+    table = per_method(seeds)
+    rows = [
+        {
+            "group": m["method"],
+            "seeds": int(m["seeds"]),
+            "runs": int(m["tasks"] * m["seeds"]),
+            "correct": m["correct"],
+            "fast_1": m["fast_1"],
+            "geomean_vs_eager": m["geomean"],
+            "geomean_vs_compile": None if math.isnan(m["geomean_compile"]) else m["geomean_compile"],
+        }
+        for _, m in table.iterrows()
+    ]
     return pd.DataFrame(rows), common
 
 

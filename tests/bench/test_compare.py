@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+COST = dict.fromkeys(["cost_usd", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"], 0.0)
 _spec = importlib.util.spec_from_file_location("bench_compare", REPO / "bench" / "bench_compare.py")
 assert _spec is not None and _spec.loader is not None
 bench_compare = importlib.util.module_from_spec(_spec)
@@ -20,7 +21,7 @@ def _bench(folder: Path, method: str, rows: list[tuple[str, bool, float | None, 
     (folder / "results").mkdir(parents=True)
     pd.DataFrame(
         [
-            {"task_id": t, "method": method, "seed": 0, "correct": ok, "speedup": x, "speedup_compile": c}
+            {"task_id": t, "method": method, "seed": 0, "correct": ok, "speedup": x, "speedup_compile": c, **COST}
             for t, ok, x, c in rows
         ]
     ).to_csv(folder / "results" / "runs.csv", index=False)

@@ -262,16 +262,19 @@ class Optimizer:
                 feedback=_feedback(best_step.final),
             )
         fastest = None
-        if best_step is None:  # the reference is the best; a backend may still build on its fastest kernel
-            correct = [s for s in self.steps if s.verdict == Verdict.OK and s.speedup is not None]
-            if correct:
-                step = max(correct, key=lambda s: s.speedup or 0.0)
-                fastest = Candidate(
-                    step_index=step.index,
-                    source=step.final.source,
-                    speedup=step.speedup or 0.0,
-                    feedback=_feedback(step.final),
-                )
+        fastest_step = (  # while the reference is the best, a backend may still build on the fastest kernel
+            max((s for s in self.steps if s.verdict == Verdict.OK and s.speedup is not None),
+                key=lambda s: s.speedup or 0.0, default=None)
+            if best_step is None
+            else None
+        )  # fmt: skip
+        if fastest_step is not None:
+            fastest = Candidate(
+                step_index=fastest_step.index,
+                source=fastest_step.final.source,
+                speedup=fastest_step.speedup or 0.0,
+                feedback=_feedback(fastest_step.final),
+            )
         return StepState(
             method=self.method,
             task=self.context,

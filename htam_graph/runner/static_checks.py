@@ -1033,21 +1033,25 @@ def _rule(kind: CheatKind, what: str, *alternatives: str, fp32_only: bool = Fals
 
 _PD = CheatKind.PRECISION_DOWNGRADE
 _C_RULES = (
-    _rule(_PD, "includes a half-precision header", r"#\s*include\s*[<\"](?:cuda_fp16|cuda_bf16|cuda_fp8|mma)\.h",
+    # TF32 is not among these: an fp32 task may use TF32 tensor cores when it compensates the rounding
+    # (3xTF32 is as accurate as fp32 FMAs); the precision probe measures that and rejects plain TF32.
+    _rule(_PD, "includes a half-precision header", r"#\s*include\s*[<\"](?:cuda_fp16|cuda_bf16|cuda_fp8)\.h",
           fp32_only=True),
     _rule(_PD, "uses a 16/8-bit float type", r"\b(?:__half2?|__nv_bfloat162?|nv_bfloat162?|half2|__nv_fp8\w*)\b",
           fp32_only=True),
     # `half` alone is also a common variable name: only its uses as a type count.
     _rule(_PD, "declares a half value", r"\bconst\s+half\b", r"\bhalf\s+(?!and\b|or\b)[A-Za-z_]",
-          r"\(\s*half\s*\)", r"<\s*half\s*>", r"\bhalf\s*\*\s*__restrict__", fp32_only=True),
-    _rule(_PD, "converts to/from 16-bit or tf32",
-          r"\b__(?:float2half|half2float|float2bfloat16|bfloat162float|floats2half2|float22half2|float_to_tf32)\w*",
+          r"\(\s*half\s*\)", r"[<,]\s*half\s*[,>]", r"\bhalf\s*\*\s*__restrict__", fp32_only=True),
+    _rule(_PD, "converts to/from 16-bit",
+          r"\b__(?:float2half|half2float|float2bfloat16|bfloat162float|floats2half2|float22half2)\w*",
           fp32_only=True),
-    _rule(_PD, "uses wmma tensor-core fragments", r"\b(?:nvcuda::)?wmma::", fp32_only=True),
+    _rule(_PD, "uses wmma fragments in a 16-bit, 8-bit, integer or binary precision",
+          r"\bprecision::(?!tf32\b)\w+", r"\bfragment\s*<[^;{}]*?\b(?:u?int8_t|(?:un)?signed\s+char|int|bool)\s*[,>]",
+          fp32_only=True),
     _rule(_PD, "uses an ATen half type", r"\b(?:at|c10)::(?:Half|BFloat16)\b", r"\bk(?:Half|BFloat16|Float16)\b",
           r"\.\s*(?:half|bfloat16)\s*\(\s*\)", fp32_only=True),
-    _rule(_PD, "runs PTX in f16/bf16/tf32", r"\b(?:w?gmma|w?mma)[\w.]*?\.(?:f16|bf16|tf32|e4m3|e5m2)\b",
-          r"\bcvt\.[\w.]*tf32\b", fp32_only=True, in_strings=True),
+    _rule(_PD, "runs PTX in f16/bf16/fp8", r"\b(?:w?gmma|w?mma)[\w.]*?\.(?:f16|bf16|e4m3|e5m2|s8|u8|s4|u4|b1)\b",
+          r"\bcvt\.[\w.]*(?:f16|bf16|e4m3|e5m2)\b", fp32_only=True, in_strings=True),
     _rule(CheatKind.SIDE_STREAM, "creates or uses another stream", r"\bcu(?:da)?StreamCreate\w*",
           r"\bcu(?:da)?LaunchHostFunc\b", r"\bcudaStreamAddCallback\b", r"\bcudaStreamPerThread\b",
           r"\bgetStreamFromPool\b"),

@@ -387,9 +387,9 @@ def test_finding_names_construct_and_line() -> None:
 
 
 def test_cuda_finding_line_is_the_python_file_line() -> None:
-    cuda = 'extern "C" __global__ void k(float* y) {\n    wmma::fill_fragment(y, 0);\n}\n'
+    cuda = 'extern "C" __global__ void k(float* y) {\n    __half h = y[0];\n}\n'
     source = native(LAUNCH, cuda=cuda)
-    line = next(i for i, text in enumerate(source.splitlines(), 1) if "wmma::" in text)
+    line = next(i for i, text in enumerate(source.splitlines(), 1) if "__half" in text)
     (finding,) = static_check(source, "float32", "native")
     assert finding.detail.endswith(f"at line {line}")
 
@@ -498,7 +498,7 @@ def test_ptx_in_asm_strings_is_read() -> None:
     cuda = KB_CUDA.replace(
         "    return out;\n}",
         "    return out;\n}\n__device__ void f(float* d) {\n"
-        '    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 ...");\n}',
+        '    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 ...");\n}',
     )
     assert _kinds(kernelbench(cuda), "float32", "kernelbench") == {CheatKind.PRECISION_DOWNGRADE}
 
@@ -573,3 +573,25 @@ def test_kernelbench_using_namespace_at_is_flagged() -> None:
         "torch::Tensor add_cuda(", "using namespace at;\ntorch::Tensor add_cuda("
     )
     assert CheatKind.TORCH_COMPUTE_OP in _kinds(kernelbench(cuda), fmt="kernelbench")
+
+
+@pytest.mark.parametrize(
+    ("snippet", "flagged"),
+    [
+        ("wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major> a;", False),
+        ("float hi = wmma::__float_to_tf32(x);", False),
+        ('asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(v));', False),
+        ("wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> a;", True),
+        ("wmma::fragment<wmma::accumulator, 16, 16, 16, int> c;", True),
+        ("wmma::fragment<wmma::matrix_a, 8, 8, 128, wmma::experimental::precision::b1, wmma::row_major> a;", True),
+        ('asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 ...");', True),
+        ('asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r) : "f"(v));', True),
+    ],
+)
+def test_tensor_cores_in_an_fp32_task_are_flagged_only_below_tf32(snippet: str, flagged: bool) -> None:
+    """TF32 (and its conversions) is left to the precision probe: compensated 3xTF32 is as
+    accurate as fp32 FMAs. 16-bit, 8-bit, integer and binary tensor-core types stay findings."""
+    head = '#include <mma.h>\nnamespace wmma = nvcuda::wmma;\nextern "C" __global__ void k(float* y) {\n'
+    cuda = f"{head}    {snippet}\n}}\n"
+    kinds = _kinds(native(LAUNCH, cuda=cuda))
+    assert (CheatKind.PRECISION_DOWNGRADE in kinds) is flagged, kinds

@@ -1,0 +1,48 @@
+"""Cheat: fp32 C = A @ B on tensor cores in plain TF32 (operands rounded to a 10-bit
+mantissa, no compensation): about 2^-11 relative error per product, where fp32 has 2^-24.
+Nothing in the source is a static finding; the precision probe sees the error."""
+
+import torch
+import torch.nn as nn
+
+from htam_graph.runner.native import load_cuda
+
+CUDA_SRC = r"""
+#include <mma.h>
+namespace wmma = nvcuda::wmma;
+
+// C (N x N) = A @ B, N a multiple of 16; block (32, 4): four warps, each one 16 x 16 tile.
+extern "C" __global__ void gemm_tf32(const float* __restrict__ A, const float* __restrict__ B,
+                                       float* __restrict__ C, int N) {
+    const int tile = blockIdx.x * 4 + threadIdx.y;
+    const int tiles_n = N / 16;
+    if (tile >= tiles_n * tiles_n) return;
+    const int m0 = (tile / tiles_n) * 16, n0 = (tile % tiles_n) * 16;
+    wmma::fragment<wmma::accumulator, 16, 16, 8, float> acc;
+    wmma::fill_fragment(acc, 0.0f);
+    wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major> a;
+    wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::row_major> b;
+    for (int k = 0; k < N; k += 8) {
+        wmma::load_matrix_sync(a, A + (long long)m0 * N + k, N);
+        wmma::load_matrix_sync(b, B + (long long)k * N + n0, N);
+        for (int e = 0; e < a.num_elements; ++e) a.x[e] = wmma::__float_to_tf32(a.x[e]);
+        for (int e = 0; e < b.num_elements; ++e) b.x[e] = wmma::__float_to_tf32(b.x[e]);
+        wmma::mma_sync(acc, a, b, acc);
+    }
+    wmma::store_matrix_sync(C + (long long)m0 * N + n0, acc, N, wmma::mem_row_major);
+}
+"""
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.kernels = load_cuda(CUDA_SRC)
+
+    def forward(self, A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
+        N = A.shape[0]
+        assert N % 16 == 0 and A.is_contiguous() and B.is_contiguous()
+        C = torch.empty_like(A)
+        tiles = (N // 16) * (N // 16)
+        self.kernels.launch("gemm_tf32", grid=((tiles + 3) // 4,), block=(32, 4), args=(A, B, C, N), shared_mem=0)
+        return C

@@ -93,6 +93,7 @@ class Context:
     dtypes: set[str] = field(default_factory=set)
     needs_sms: bool = False
     pipeline: bool = False
+    wmma: bool = False
 
     def load_mode(self, dtype: str, full: bool) -> int:
         if dtype == "bool":
@@ -699,13 +700,16 @@ def render_gemm(ctx: Context, k: int, st: GemmStage) -> Kernel:
     text = kernel_templates().render(
         "gemm", name=name, params=params + sizes.params, M=M, N=N, K=K, a_t=st.a_t, b_t=st.b_t,
         a_bstride=st.a_bstride, b_bstride=st.b_bstride, reg_tile=reg, vec=knobs.vec, cp_async=knobs.cp_async and reg,
-        smem_pad=knobs.smem_pad and reg, raster=knobs.raster and reg, split_k=split, kc=kc, splits=splits,
+        smem_pad=knobs.smem_pad and reg, raster=knobs.raster and reg, tf32x3=knobs.tf32x3 and reg, split_k=split,
+        kc=kc, splits=splits,
         launch_bounds=knobs.launch_bounds, ld_multiple_of_4=ld4, store=store,
         sum_params=[*pointer_params(st), "const float* __restrict__ ws", *sizes.params],
         sum_store=epilogue_store(ctx, st, st.epilogue, "acc", "i", " " * 8),
     ).text  # fmt: skip
     if knobs.cp_async and reg:
         ctx.pipeline = True
+    if knobs.tf32x3 and reg:
+        ctx.wmma = True
     tile = GEMM_BIG_TILE if reg else GEMM_SMALL_TILE
     grid = f"({math.ceil(st.N / tile)}, {math.ceil(st.M / tile)}, {splits if split else st.batch})"
     lines: list[str] = []
@@ -928,6 +932,7 @@ def render_candidate(rec: Recognition, knobs: Knobs, header: Header) -> str:
             half="float16" in ctx.dtypes,
             bf16="bfloat16" in ctx.dtypes,
             pipeline=ctx.pipeline,
+            wmma=ctx.wmma,
         )
         .text
     )

@@ -136,8 +136,8 @@ def _rows(rule: Rule) -> Rule:
 
 
 _TENSOR_CORES = (
-    "the judge rejects tensor-core (TF32, fp16, bf16) arithmetic in fp32 tasks, and the catalog has no "
-    "tensor-core GEMM for 16-bit tasks"
+    "fp16/bf16 arithmetic in an fp32 task is a precision downgrade the judge rejects, and the catalog has no "
+    "tensor-core GEMM for 16-bit tasks (its fp32 GEMMs use tensor cores by precision_tensor_cores.tf32_3x_split)"
 )
 
 STRATEGIES: dict[str, Strategy] = {
@@ -262,7 +262,11 @@ STRATEGIES: dict[str, Strategy] = {
             "",
             _not_here("the catalog's hot loops keep their bounds checks outside the unrolled body already"),
         ),
-        Strategy("precision_tensor_cores.tf32_3x_split", "", _not_here(_TENSOR_CORES)),
+        Strategy(
+            "precision_tensor_cores.tf32_3x_split",
+            "3xTF32 tensor-core GEMM tiles (each operand split into a TF32 high and low part: fp32 accuracy)",
+            _after_reg_tile("tf32x3"),
+        ),
         Strategy("precision_tensor_cores.wmma_half_fp32_acc", "", _not_here(_TENSOR_CORES)),
         Strategy("precision_tensor_cores.mma_sync_ldmatrix", "", _not_here(_TENSOR_CORES)),
         Strategy(
@@ -361,6 +365,7 @@ CURRICULUM: dict[F, list[str]] = {
     F.MATMUL: [
         "data_reuse.register_tiling",
         "memory_access.vectorized_float4",
+        "precision_tensor_cores.tf32_3x_split",
         "parallelism.split_k",
         "data_reuse.smem_padding_swizzle",
         "data_reuse.l2_tile_rasterization",

@@ -90,6 +90,74 @@ struct HtamBlock {
 thread_local HtamBlock* htam_block;
 thread_local int htam_lane, htam_warp;
 
+// WMMA (mma.h) for fp32 data in TF32: every thread of the warp holds the whole tile in its
+// fragment, so the warp-wide calls need no exchange (elementwise loops over x[] see the
+// same elements everywhere, in the same order); lane 0 alone stores. mma_sync uses only
+// the upper 19 bits of each TF32 operand, as the tensor cores do.
+inline float htam_tf32_bits(float x, bool round) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7f800000u) != 0x7f800000u) {
+        if (round) u += 0x1000u;  // cvt.rna: to nearest, ties away from zero
+        u &= 0xffffe000u;
+    }
+    memcpy(&x, &u, 4);
+    return x;
+}
+namespace nvcuda {
+namespace wmma {
+struct matrix_a {};
+struct matrix_b {};
+struct accumulator {};
+struct row_major {};
+struct col_major {};
+namespace precision { struct tf32 {}; }
+enum layout_t { mem_row_major, mem_col_major };
+template <typename Use, int M, int N, int K> struct htam_shape;
+template <int M, int N, int K> struct htam_shape<matrix_a, M, N, K> { static constexpr int rows = M, cols = K; };
+template <int M, int N, int K> struct htam_shape<matrix_b, M, N, K> { static constexpr int rows = K, cols = N; };
+template <int M, int N, int K> struct htam_shape<accumulator, M, N, K> { static constexpr int rows = M, cols = N; };
+template <typename Use, int M, int N, int K, typename T, typename Layout = void> struct fragment {
+    static constexpr int rows = htam_shape<Use, M, N, K>::rows, cols = htam_shape<Use, M, N, K>::cols;
+    static constexpr int num_elements = rows * cols;
+    float x[rows * cols];  // row-major
+};
+inline float __float_to_tf32(float x) { return htam_tf32_bits(x, true); }
+template <typename Use, int M, int N, int K, typename T, typename L>
+inline void fill_fragment(fragment<Use, M, N, K, T, L>& f, float v) {
+    for (int e = 0; e < f.num_elements; ++e) f.x[e] = v;
+}
+template <typename Use, int M, int N, int K, typename L>
+inline void load_matrix_sync(fragment<Use, M, N, K, precision::tf32, L>& f, const float* p, unsigned ldm) {
+    constexpr bool col = std::is_same_v<L, col_major>;
+    for (int r = 0; r < f.rows; ++r)
+        for (int c = 0; c < f.cols; ++c) f.x[r * f.cols + c] = col ? p[r + (size_t)c * ldm] : p[(size_t)r * ldm + c];
+}
+template <int M, int N, int K>
+inline void store_matrix_sync(float* p, const fragment<accumulator, M, N, K, float>& f, unsigned ldm, layout_t layout) {
+    if (htam_lane != 0) return;
+    for (int r = 0; r < M; ++r)
+        for (int c = 0; c < N; ++c)
+            (layout == mem_col_major ? p[r + (size_t)c * ldm] : p[(size_t)r * ldm + c]) = f.x[r * N + c];
+}
+template <int M, int N, int K, typename LA, typename LB>
+inline void mma_sync(fragment<accumulator, M, N, K, float>& d, const fragment<matrix_a, M, N, K, precision::tf32, LA>& a,
+                     const fragment<matrix_b, M, N, K, precision::tf32, LB>& b,
+                     const fragment<accumulator, M, N, K, float>& c) {
+    float out[M * N];
+    for (int i = 0; i < M; ++i)
+        for (int j = 0; j < N; ++j) {
+            float acc = c.x[i * N + j];
+            for (int k = 0; k < K; ++k)
+                acc = fmaf(htam_tf32_bits(a.x[i * K + k], false), htam_tf32_bits(b.x[k * N + j], false), acc);
+            out[i * N + j] = acc;
+        }
+    memcpy(d.x, out, sizeof(out));
+}
+}  // namespace wmma
+}  // namespace nvcuda
+
+
 inline void __syncthreads() { htam_block->block->arrive_and_wait(); }
 inline void __syncwarp(unsigned = 0xffffffffu) { htam_block->warps[htam_warp]->arrive_and_wait(); }
 inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }

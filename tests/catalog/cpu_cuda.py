@@ -28,7 +28,7 @@ _EXTERN_SHARED = re.compile(r"extern\s+__shared__\s+(\w+)\s+(\w+)\s*\[\s*\]\s*;"
 
 
 def _cpu_source(source: str) -> str:
-    body = re.sub(r"^\s*#\s*include\s*<cuda\w*\.h>\s*$", "", source, flags=re.MULTILINE)
+    body = re.sub(r"^\s*#\s*include\s*<(?:cuda\w*|mma)\.h>\s*$", "", source, flags=re.MULTILINE)
     body = _EXTERN_SHARED.sub(r"\1* \2 = reinterpret_cast<\1*>(htam_dynamic_smem);", body)
     wrappers = [
         f'extern "C" void htam_launch_{name}(const unsigned* d, size_t smem, void** args) '

@@ -26,7 +26,7 @@ IN_CI = bool(os.environ.get("CI"))
 
 FUSED = {"fuse_prologue": True, "fuse_epilogue": True, "fuse_stats": True}
 # Paths the small shapes above do not reach: long rows (split, shared-memory rows, warps),
-# GEMM variants on their own, split-K, shared-memory conv tiles, block scans.
+# GEMM variants on their own (3xTF32 among them), split-K, shared-memory conv tiles, block scans.
 TARGETED: list[tuple[str, tuple[int, ...], dict[str, object]]] = [
     ("level1/7_Softmax", (3, 4096), {**FUSED, "online": True, "split": True, "vec": True, "ilp": 4}),
     ("level1/7_Softmax", (3, 4100), {**FUSED, "row_cache": True, "smem_opt_in": True, "reduce": "two_level"}),
@@ -39,6 +39,9 @@ TARGETED: list[tuple[str, tuple[int, ...], dict[str, object]]] = [
     ("level1/1_Square_matmul", (133,), {"reg_tile": True, "cp_async": True, "smem_pad": True}),
     ("level2/4_Gemm_GELU", (20, 2400, 40), {"split_k": True, "fuse_epilogue": True}),
     ("level2/4_Gemm_GELU", (20, 2400, 40), {"split_k": True, "reg_tile": True, "vec": True}),
+    ("level1/1_Square_matmul", (136,), {"reg_tile": True, "tf32x3": True}),
+    ("level1/1_Square_matmul", (133,), {"reg_tile": True, "tf32x3": True, "cp_async": True, "smem_pad": True}),
+    ("level2/4_Gemm_GELU", (20, 2400, 40), {"split_k": True, "reg_tile": True, "tf32x3": True, "fuse_epilogue": True}),
     ("level2/6_Conv2d_Bias_ReLU", (2, 5, 8, 19, 21), {"smem_tile": True, "fuse_epilogue": True, "specialize": True}),
     ("level2/6_Conv2d_Bias_ReLU", (2, 5, 8, 19, 21), {"reg_tile": True, "grid_stride": True, "ldg": True}),
     ("level1/20_Cumsum", (5, 3001), {"scan": "block", "index32": True}),
@@ -93,3 +96,24 @@ def test_every_task_matches_its_reference_in_base_and_tuned_kernels(workdir: Pat
         if not error <= 1.0:
             failures.append(f"{name}: error {error:.3g} x tolerance, {where}")
     assert not failures, "\n".join(failures)
+
+
+def test_the_simulator_tells_3xtf32_from_plain_tf32(workdir: Path) -> None:
+    """The catalog's 3xTF32 GEMM matches the float64 reference at 1e-4; the same kernel with
+    its two compensation products removed (plain TF32) does not: the simulator's tensor
+    cores read only a TF32 operand's upper 19 bits, as the hardware does."""
+    source = shrink(suite()["level1/1_Square_matmul"], (136,))
+    rec = recognized(source)
+    assert rec is not None
+    candidate = render(rec, Knobs(reg_tile=True, tf32x3=True))
+    compensation = [
+        "wmma::mma_sync(cf[i][j], al[i], bh[j], cf[i][j]);",
+        "wmma::mma_sync(cf[i][j], ah[i], bl[j], cf[i][j]);",
+    ]
+    assert all(line in candidate for line in compensation)
+    plain = candidate
+    for line in compensation:
+        plain = plain.replace(line, "")
+    task = load_source(source)
+    assert compare(task, candidate, workdir)[0] <= 0.1
+    assert compare(task, plain, workdir)[0] > 1.0

@@ -8,6 +8,7 @@ implement say why, in words that go into the candidate's header.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from collections.abc import Callable
@@ -84,6 +85,22 @@ def _after_reg_tile(change: str) -> Rule:
         return _set(**{change: True})(scope, knobs)
 
     return rule
+
+
+@functools.cache
+def _no_tf32_tensor_cores() -> str:
+    """Why this machine's GPU cannot run TF32 tensor cores ("" when it can, or when there is
+    no GPU to ask: a replay or stand-in run writes what an H200 would get)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return ""
+    major, minor = torch.cuda.get_device_capability()
+    return "" if major >= 8 else f"TF32 tensor cores need sm_80 or newer; this GPU is sm_{major}{minor}"
+
+
+def _tf32x3(scope: Scope, knobs: Knobs) -> Knobs | str:
+    return _no_tf32_tensor_cores() or _after_reg_tile("tf32x3")(scope, knobs)
 
 
 def _block_size(scope: Scope, knobs: Knobs) -> Knobs | str:
@@ -265,7 +282,7 @@ STRATEGIES: dict[str, Strategy] = {
         Strategy(
             "precision_tensor_cores.tf32_3x_split",
             "3xTF32 tensor-core GEMM tiles (each operand split into a TF32 high and low part: fp32 accuracy)",
-            _after_reg_tile("tf32x3"),
+            _tf32x3,
         ),
         Strategy("precision_tensor_cores.wmma_half_fp32_acc", "", _not_here(_TENSOR_CORES)),
         Strategy("precision_tensor_cores.mma_sync_ldmatrix", "", _not_here(_TENSOR_CORES)),

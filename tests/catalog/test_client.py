@@ -12,8 +12,12 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
+from htam_graph.catalog import strategies
 from htam_graph.catalog.client import CatalogClient, best_record
+from htam_graph.catalog.families import recognize
+from htam_graph.catalog.knobs import Knobs
 from htam_graph.catalog.strategies import STRATEGIES
 from htam_graph.config import ScoringParams
 from htam_graph.loop.evaluators import StandInEvaluator
@@ -23,8 +27,9 @@ from htam_graph.loop.runs import create_run
 from htam_graph.memory.models import RunConfig
 from htam_graph.memory.seed import load_seed_bank
 from htam_graph.memory.sqlite_store import SQLiteStore
-from htam_graph.tasks import load_task, resolve_task
+from htam_graph.tasks import builtin_suite_dir, load_task, resolve_task
 from htam_graph.vocab import Method, Verdict
+from tests.catalog.variants import render
 
 pytestmark = pytest.mark.nvcc
 OWN = Path(__file__).with_name("tasks")
@@ -194,3 +199,24 @@ def test_the_cli_runs_the_catalog(tmp_path: Path) -> None:
     summary = json.loads(done.stdout)
     assert summary["steps_done"] == 2 and summary["evaluator"] == "stand-in"
     assert "llm catalog:catalog-v1" in done.stderr
+
+
+def test_3xtf32_is_not_offered_on_a_gpu_without_tf32_tensor_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a pre-Ampere GPU the 3xTF32 GEMM could only fail to build: the strategy says why
+    instead of composing; with no GPU to ask (replay, stand-in) it composes."""
+    source = (builtin_suite_dir() / "level1" / "1_Square_matmul.py").read_text()
+    rec = recognize(source)
+    tiled = Knobs(reg_tile=True)
+
+    def render_with(knobs: Knobs) -> str:
+        return render(rec, knobs)
+
+    strategies._no_tf32_tensor_cores.cache_clear()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (7, 5))
+    result = strategies.apply(rec, tiled, "precision_tensor_cores.tf32_3x_split", render_with)
+    assert result.reason == "TF32 tensor cores need sm_80 or newer; this GPU is sm_75"
+    strategies._no_tf32_tensor_cores.cache_clear()
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
+    assert strategies.apply(rec, tiled, "precision_tensor_cores.tf32_3x_split", render_with).knobs.tf32x3
+    strategies._no_tf32_tensor_cores.cache_clear()

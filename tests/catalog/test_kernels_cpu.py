@@ -107,8 +107,8 @@ def test_the_simulator_tells_3xtf32_from_plain_tf32(workdir: Path) -> None:
     assert rec is not None
     candidate = render(rec, Knobs(reg_tile=True, tf32x3=True))
     compensation = [
-        "wmma::mma_sync(cf[i][j], al[i], bh[j], cf[i][j]);",
-        "wmma::mma_sync(cf[i][j], ah[i], bl[j], cf[i][j]);",
+        "wmma::mma_sync(t, al[h][i], bh[h][j], t);",
+        "wmma::mma_sync(t, ah[h][i], bl[h][j], t);",
     ]
     assert all(line in candidate for line in compensation)
     plain = candidate

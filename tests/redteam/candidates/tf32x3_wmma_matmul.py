@@ -1,7 +1,8 @@
 """Honest: fp32 C = A @ B on tensor cores in 3xTF32. Each operand x is split into
 hi = tf32(x) and lo = tf32(x - hi), and A * B = A_lo * B_hi + A_hi * B_lo + A_hi * B_hi,
 accumulated in fp32: as accurate as fp32 FMAs (only A_lo * B_lo, ~2^-22 of the product, is
-left out). One warp per 16 x 16 tile of C, fragments loaded straight from global memory."""
+left out). One warp per 16 x 16 tile of C, fragments loaded straight from global memory;
+each 64 k summed apart and added in fp32."""
 
 import torch
 import torch.nn as nn
@@ -28,14 +29,21 @@ extern "C" __global__ void gemm_3xtf32(const float* __restrict__ A, const float*
     wmma::fill_fragment(acc, 0.0f);
     wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major> ah, al;
     wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::row_major> bh, bl;
-    for (int k = 0; k < N; k += 8) {
-        wmma::load_matrix_sync(ah, A + (long long)m0 * N + k, N);
-        wmma::load_matrix_sync(bh, B + (long long)k * N + n0, N);
-        for (int e = 0; e < ah.num_elements; ++e) split(ah.x[e], ah.x[e], al.x[e]);
-        for (int e = 0; e < bh.num_elements; ++e) split(bh.x[e], bh.x[e], bl.x[e]);
-        wmma::mma_sync(acc, al, bh, acc);
-        wmma::mma_sync(acc, ah, bl, acc);
-        wmma::mma_sync(acc, ah, bh, acc);
+    // 64 k at a time in a fresh accumulator, added to the running sum in fp32 (rounded to nearest):
+    // tensor cores may round their own sums toward zero, a bias that must not run over the whole K.
+    wmma::fragment<wmma::accumulator, 16, 16, 8, float> part;
+    for (int k0 = 0; k0 < N; k0 += 64) {
+        wmma::fill_fragment(part, 0.0f);
+        for (int k = k0; k < k0 + 64 && k < N; k += 8) {
+            wmma::load_matrix_sync(ah, A + (long long)m0 * N + k, N);
+            wmma::load_matrix_sync(bh, B + (long long)k * N + n0, N);
+            for (int e = 0; e < ah.num_elements; ++e) split(ah.x[e], ah.x[e], al.x[e]);
+            for (int e = 0; e < bh.num_elements; ++e) split(bh.x[e], bh.x[e], bl.x[e]);
+            wmma::mma_sync(part, al, bh, part);
+            wmma::mma_sync(part, ah, bl, part);
+            wmma::mma_sync(part, ah, bh, part);
+        }
+        for (int e = 0; e < acc.num_elements; ++e) acc.x[e] += part.x[e];
     }
     wmma::store_matrix_sync(C + (long long)m0 * N + n0, acc, N, wmma::mem_row_major);
 }

@@ -14,7 +14,8 @@ One run per task, method and seed; a task's value is its run's best correct cand
 - cost per task: tokens in (billed at the base rate), out, cache reads and writes, dollars
   (unknown when a model has no price).
 
-`policy` summarises, over the steps table, how sharply each method's policy drew.
+`policy` summarises, over the steps table, how sharply each method's policy drew;
+`unseen_progress` how many ok steps made a run's fastest kernel faster with reward 0.
 """
 
 from __future__ import annotations
@@ -138,3 +139,28 @@ def policy(steps: pd.DataFrame) -> pd.DataFrame:
             "score_spread": grouped["score_spread"].median(),
         }
     ).reset_index()[columns]
+
+
+PROGRESS = 1.02  # a step made the run's fastest correct kernel this much faster, or more
+
+
+def unseen_progress(steps: pd.DataFrame) -> pd.DataFrame:
+    """Per method: the ok steps, those rewarded (reward > 0), and those that made the run's
+    fastest correct kernel so far over 2% (and over 1.5x) faster with reward 0. The reward
+    is the gain in the run's best speedup, which starts at the reference's 1.0
+    (docs/method.md, "Reward and counters"), so progress below eager is invisible to it."""
+    columns = ["method", "steps_ok", "rewarded", "unrewarded_progress", "unrewarded_over_1_5x"]
+    counts: dict[str, list[int]] = {}
+    ok = steps[steps["verdict"] == "ok"].sort_values(["run_id", "index"])
+    for (method, _), run in ok.groupby(["method", "run_id"], sort=False):
+        row = counts.setdefault(str(method), [0, 0, 0, 0])
+        fastest = math.nan
+        for speedup, reward in zip(run["speedup"], run["reward"], strict=True):
+            row[0] += 1
+            row[1] += reward > 0
+            if reward == 0 and speedup > PROGRESS * fastest:
+                row[2] += 1
+                row[3] += speedup > 1.5 * fastest
+            fastest = speedup if math.isnan(fastest) else max(fastest, speedup)
+    order = list(dict.fromkeys(steps["method"]))
+    return pd.DataFrame([[m, *counts[m]] for m in order if m in counts], columns=columns)

@@ -24,6 +24,7 @@ from htam_graph.bench.metrics import (
     per_method,
     per_seed,
     policy,
+    unseen_progress,
 )
 from htam_graph.bench.plan import BenchManifest, Layout, streams
 from htam_graph.bench.results import Results, collect, write_tables
@@ -106,6 +107,8 @@ def write_report(layout: Layout, manifest: BenchManifest, results: Results) -> p
     families.to_csv(layout.results / "metrics_per_family.csv", index=False)
     draws = policy(results.steps)
     draws.to_csv(layout.results / "metrics_policy.csv", index=False)
+    unseen = unseen_progress(results.steps)
+    unseen.to_csv(layout.results / "metrics_unseen_progress.csv", index=False)
     layout.plots.mkdir(parents=True, exist_ok=True)
     plots = {
         "fast_p": _plot_fast_p(results.runs),
@@ -114,7 +117,7 @@ def write_report(layout: Layout, manifest: BenchManifest, results: Results) -> p
     }
     for name, figure in plots.items():
         figure.savefig(layout.plots / f"{name}.png", dpi=120)
-    text = _markdown(manifest, results, seeds, methods, families, common, draws)
+    text = _markdown(manifest, results, seeds, methods, families, common, draws, unseen)
     tmp = layout.report.with_name(f".{layout.report.name}.tmp")
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(layout.report)
@@ -250,6 +253,7 @@ def _markdown(
     families: pd.DataFrame,
     common: tuple[pd.DataFrame, int] | None = None,
     draws: pd.DataFrame | None = None,
+    unseen: pd.DataFrame | None = None,
 ) -> str:
     config, runs = manifest.config, results.runs
     evaluator = config.evaluator
@@ -387,6 +391,22 @@ def _markdown(
             for _, d in draws.iterrows()
         ]  # fmt: skip
         parts.append(_table(["method", "steps drawn", "P(drawn)", "entropy / max", "score spread"], draw_rows))
+    if unseen is not None and len(unseen):
+        parts.append("## Progress the reward does not see")
+        parts.append(
+            "A step's reward is the gain in the run's best speedup, which starts at the reference's 1.0 "
+            '(docs/method.md, "Reward and counters"): while no kernel beats eager, a step that makes the run\'s '
+            "fastest correct kernel faster earns 0, as one that changes nothing does. Per method: the ok steps, those "
+            "rewarded, and those that made the fastest kernel so far over 2% (over 1.5x) faster with reward 0."
+        )
+        unseen_rows = [
+            [u["method"], f"{u['steps_ok']:.0f}", f"{u['rewarded']:.0f}", f"{u['unrewarded_progress']:.0f}",
+             f"{u['unrewarded_over_1_5x']:.0f}"]
+            for _, u in unseen.iterrows()
+        ]  # fmt: skip
+        parts.append(
+            _table(["method", "ok steps", "rewarded", "faster, reward 0", "over 1.5x faster, reward 0"], unseen_rows)
+        )
     parts.append("## Per task")
     parts.append("Best correct speedup over eager of each seed's run (✗: no correct candidate).")
     parts.append(_per_task(runs, [m.value for m in config.methods]))

@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from htam_graph.bench.metrics import per_family, task_metrics
+from htam_graph.bench.metrics import per_family, task_metrics, unseen_progress
 from htam_graph.bench.results import task_family
 from htam_graph.cli import cli
 from htam_graph.errors import UserError
@@ -138,6 +138,24 @@ def test_the_policys_draws_agree_with_the_step_records(finished):
         assert t["score_spread"] == pytest.approx(mine["score_spread"].median())
     report = (out / "report.md").read_text()
     assert "## The policy's draws" in report and f"| htam | {table.loc['htam', 'steps_drawn']} |" in report
+
+
+def test_the_report_counts_progress_the_reward_does_not_see(finished):
+    """metrics_unseen_progress.csv is unseen_progress over steps.csv, one row per method, and
+    the report shows it."""
+    out, _, _ = finished
+    steps = pd.read_csv(out / "results" / "steps.csv")
+    table = pd.read_csv(out / "results" / "metrics_unseen_progress.csv")
+    assert table.to_dict("records") == unseen_progress(steps).to_dict("records")
+    assert sorted(table["method"]) == sorted(steps["method"].unique())
+    assert (
+        table.set_index("method")["steps_ok"].to_dict()
+        == steps[steps["verdict"] == "ok"].groupby("method").size().to_dict()
+    )
+    report = (out / "report.md").read_text()
+    assert "## Progress the reward does not see" in report
+    first = table.iloc[0]
+    assert f"| {first['method']} | {first['steps_ok']} | {first['rewarded']} |" in report
 
 
 def test_the_report_says_where_its_numbers_come_from(finished):

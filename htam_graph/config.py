@@ -48,6 +48,12 @@ class ScoringParams(BaseModel):
     alpha: float = Field(2.0, gt=0.0, description="shrinkage strength toward the back-off")
     beta: float = Field(0.5, ge=0.0, description="weight of the global node's own utility")
     tau: float = Field(0.5, gt=0.0, description="softmax temperature of the policy")
+    reward_from: Literal["best", "fastest"] = Field(
+        "best",
+        description="what a step's speedup is rewarded against: best, the run's best speedup (the reference's 1.0 "
+        "until a kernel beats it; HTAM's reward); fastest, while no kernel beats the reference, the run's fastest "
+        "correct kernel, so progress below eager is rewarded too",
+    )
 
 
 class Settings(BaseSettings):

@@ -126,7 +126,8 @@ def _runs(store: MemoryStore, min_count: int) -> pd.DataFrame:
 
 def trajectory(store: MemoryStore, run_id: str) -> pd.DataFrame:
     """One run's steps in order: index, global_id, local_id (empty where the method chose
-    none), verdict, speedup (ok steps), reward, best_before, best_after, created_at."""
+    none), verdict, speedup (ok steps), reward, best_before, best_after, base_before (the
+    reward's base where it was not best_before: scoring.reward_from = fastest), created_at."""
     df = _source(store).trajectory(run_id)
     if df is None:
         raise UserError(f"no run {run_id!r} in the memory at {store.describe()}; `htam stats runs` lists them")

@@ -80,6 +80,7 @@ TRAJECTORY: Schema = {
     "reward": "float64",
     "best_before": "float64",
     "best_after": "float64",
+    "base_before": "float64",
     "created_at": DATETIME,
 }
 HISTORY: Schema = {

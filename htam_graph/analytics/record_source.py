@@ -136,6 +136,7 @@ class RecordSource:
                 "reward": s.reward,
                 "best_before": s.best_before,
                 "best_after": s.best_after,
+                "base_before": s.base_before,
                 "created_at": s.created_at,
             }
             for s in self.store.get_steps(run_id)

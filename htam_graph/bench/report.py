@@ -245,6 +245,10 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
+def _param(value: object) -> str:
+    return f"{value:g}" if isinstance(value, float | int) else str(value)
+
+
 def _markdown(
     manifest: BenchManifest,
     results: Results,
@@ -286,7 +290,7 @@ def _markdown(
         ["evaluator", f"**{evaluator}**: " + "; ".join(devices)],
         ["torch.compile reference", _compile_reference(config.evaluator, config.compile_reference, runs)],
         ["memory", f"one per method and seed, {memory}"],
-        ["scoring (docs/method.md)", ", ".join(f"{k} = {v:g}" for k, v in config.scoring.model_dump().items())],
+        ["scoring (docs/method.md)", ", ".join(f"{k} = {_param(v)}" for k, v in config.scoring.model_dump().items())],
         ["runs", f"{len(runs)} of {planned} finished ({runs['steps_done'].sum()} steps)"],
         [
             "bench",

@@ -196,6 +196,7 @@ def _step_row(spec: RunSpec, record: StepRecord) -> dict:
         "speedup_compile": result.speedup_compile if result else None,
         "best_before": record.best_before,
         "best_after": record.best_after,
+        "base_before": record.update.base_before,
         "reward": record.update.reward,
         **_usage(record.usage),
         "seconds": _seconds(record),

@@ -208,6 +208,10 @@ class Optimizer:
         best_before = state.best.speedup
         speedup = feedback.speedup_eager if feedback.verdict == Verdict.OK else None
         best_after = max(best_before, speedup) if speedup is not None else best_before
+        # reward_from = fastest: while the reference is the best, the reward's base is the fastest
+        # correct kernel the step built on (docs/method.md, "Reward and counters")
+        fastest = state.fastest.speedup if state.fastest is not None else None
+        base_before = fastest if self.params.reward_from == "fastest" and fastest and fastest < best_before else None
         note = self._reflect(direction, final, feedback, best_before, best_after)
         update = StepUpdate(
             id=f"{self.run_record.id}:{index}",
@@ -223,6 +227,7 @@ class Optimizer:
             speedup=speedup,
             best_before=best_before,
             best_after=best_after,
+            base_before=base_before,
             error_class=_error_class(final.result),
             note=note,
             scores={s.global_id: s.score for s in direction.scores},

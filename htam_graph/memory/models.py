@@ -245,6 +245,12 @@ class StepUpdate(Record):
     speedup: float | None = Field(None, gt=0, description="this candidate's speedup (ok verdicts only)")
     best_before: float | None = Field(None, gt=0, description="the run's best speedup before this step")
     best_after: float | None = Field(None, gt=0, description="the run's best speedup after this step")
+    base_before: float | None = Field(
+        None,
+        gt=0,
+        description="the speedup the reward is measured against when it is not best_before: the run's fastest "
+        "correct kernel, slower than the reference, that this step built on (scoring.reward_from = fastest)",
+    )
     reward: float = Field(0.0, ge=-1.0, le=1.0, description="always the verdict's (filled in when not given)")
     error_class: Text | None = None
     note: Text = ""
@@ -261,7 +267,9 @@ class StepUpdate(Record):
             verdict = Verdict(data["verdict"])
         except ValueError:
             return data  # the field validator names the bad verdict
-        outcome = step_outcome(verdict, data.get("best_before"), data.get("best_after"), data.get("speedup"))
+        outcome = step_outcome(
+            verdict, data.get("best_before"), data.get("best_after"), data.get("speedup"), data.get("base_before")
+        )
         given = data.get("reward")
         if given is not None and abs(float(given) - outcome.reward) > 1e-9:
             raise ValueError(f"reward {given} disagrees with verdict {verdict.value}: it gives {outcome.reward}")
@@ -274,7 +282,7 @@ class StepUpdate(Record):
         return self
 
     def outcome(self) -> Outcome:
-        return step_outcome(self.verdict, self.best_before, self.best_after, self.speedup)
+        return step_outcome(self.verdict, self.best_before, self.best_after, self.speedup, self.base_before)
 
     def same_payload(self, other: StepUpdate) -> bool:
         """Whether a replay of this step id carries the same step (its timestamp aside)."""

@@ -39,7 +39,7 @@ class Counters(BaseModel):
 
     model_config = ConfigDict(allow_inf_nan=False)
 
-    successes: Count = Field(0, description="ok and faster than the run's best before (reward > 0)")
+    successes: Count = Field(0, description="ok and faster than the reward's base (reward > 0)")
     compile_failures: Count = Field(0, description="compile_error or load_error")
     incorrect: Count = 0
     rejected: Count = Field(0, description="a cheat check fired")
@@ -61,17 +61,26 @@ class Outcome(BaseModel):
 
 
 def step_outcome(
-    verdict: Verdict, best_before: float | None, best_after: float | None, speedup: float | None = None
+    verdict: Verdict,
+    best_before: float | None,
+    best_after: float | None,
+    speedup: float | None = None,
+    base_before: float | None = None,
 ) -> Outcome:
     """Reward and counters of a step (HTAM's reward, docs/method.md).
 
-    ok: r = clip(log2(best_after / best_before), -1, 1) when the step raised the run's best
-    speedup, else 0; best_after must be max(best_before, speedup). Every other verdict:
+    ok: r = clip(log2(speedup / base), -1, 1) when the candidate is faster than base, else
+    0, where base is the run's best speedup before the step (HTAM's reward: r is then
+    log2(best_after / best_before)), or `base_before` when given: the run's fastest correct
+    kernel, slower than the reference, that the step built on (`reward_from = "fastest"`,
+    docs/method.md). best_after must be max(best_before, speedup). Every other verdict:
     r = -1, one failure counter, and no speedup may be recorded. Raises ValueError on an
     inconsistent step (the caller's bug, or a tampered import file).
     """
     if verdict not in STEP_VERDICTS:
         raise ValueError(f"verdict {verdict.value!r} is not a step outcome; a step ends ok or with a failure")
+    if base_before is not None and best_before is not None and base_before > best_before:
+        raise ValueError(f"base_before {base_before} must not exceed best_before {best_before}")
     if verdict != Verdict.OK:
         if speedup is not None:
             raise ValueError(f"a {verdict.value} step has no speedup; speedups come only from ok verdicts")
@@ -82,7 +91,8 @@ def step_outcome(
         raise ValueError("an ok step needs its speedup and the run's best speedup before and after it")
     if not math.isclose(best_after, max(best_before, speedup), rel_tol=1e-12):
         raise ValueError(f"best_after {best_after} must be max(best_before {best_before}, speedup {speedup})")
-    if best_after <= best_before:
+    base = best_before if base_before is None else base_before
+    if speedup <= base:
         return Outcome(reward=0.0, counters=Counters())
-    reward = max(-1.0, min(1.0, math.log2(best_after / best_before)))
+    reward = max(-1.0, min(1.0, math.log2(speedup / base)))
     return Outcome(reward=reward, counters=Counters(successes=1))

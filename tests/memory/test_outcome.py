@@ -43,3 +43,26 @@ def test_a_rejected_candidate_can_never_score():
 
 def test_the_step_verdicts_are_every_verdict_but_checked():
     assert set(Verdict) - STEP_VERDICTS == {Verdict.CHECKED}
+
+
+@pytest.mark.parametrize(
+    "base, speedup, reward",
+    [
+        (0.25, 0.3, math.log2(1.2)),  # faster than the fastest kernel, still below eager
+        (0.25, 0.5, 1.0),  # twice the fastest
+        (0.25, 0.2, 0.0),  # slower than it: no reward, no penalty
+        (0.25, 1.5, 1.0),  # beats eager: clipped log2(1.5 / 0.25)
+    ],
+)
+def test_with_a_base_the_gain_is_over_the_kernel_the_step_built_on(base, speedup, reward):
+    """scoring.reward_from = fastest: while the reference is the best (1.0), the base is the
+    run's fastest correct kernel."""
+    outcome = step_outcome(Verdict.OK, 1.0, max(1.0, speedup), speedup, base_before=base)
+    assert outcome.reward == pytest.approx(reward)
+    assert outcome.counters.successes == int(reward > 0)
+
+
+def test_a_base_above_the_best_is_refused_and_a_failure_is_minus_one_with_any_base():
+    with pytest.raises(ValueError, match="must not exceed best_before"):
+        step_outcome(Verdict.OK, 1.0, 1.0, 0.9, base_before=1.2)
+    assert step_outcome(Verdict.INCORRECT, 1.0, 1.0, base_before=0.25).reward == -1.0

@@ -161,8 +161,12 @@ def test_export_import_round_trip_is_exact(store, local_store, tmp_path):
     seeded(store)
     for i in range(6):
         store.record_step(make_step(i, [G[(i + j) % 4] for j in range(min(i, 3))], G[i % 5], [0.5, -1.0, 0.0][i % 3]))
+    # reward_from = fastest: twice the fastest kernel (0.25x), still below eager, is worth 1
+    below = make_step(6, [G[0]], G[1], 0.0).model_copy(update={"speedup": 0.5, "base_before": 0.25, "reward": 1.0})
+    store.record_step(StepUpdate.model_validate(below.model_dump()))
     snap = store.export()
-    assert len(snap.steps) == 6
+    assert len(snap.steps) == 7
+    assert [(s.base_before, s.reward) for s in snap.steps if s.index == 6] == [(0.25, 1.0)]
     # Into the other backend (or a second local file), and back out: identical.
     target = local_store if store is not local_store else SQLiteStore(tmp_path / "other.sqlite")
     target.import_snapshot(snap)

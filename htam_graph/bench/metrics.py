@@ -149,18 +149,14 @@ def unseen_progress(steps: pd.DataFrame) -> pd.DataFrame:
     fastest correct kernel so far over 2% (and over 1.5x) faster with reward 0. The reward
     is the gain in the run's best speedup, which starts at the reference's 1.0
     (docs/method.md, "Reward and counters"), so progress below eager is invisible to it."""
-    columns = ["method", "steps_ok", "rewarded", "unrewarded_progress", "unrewarded_over_1_5x"]
-    counts: dict[str, list[int]] = {}
     ok = steps[steps["verdict"] == "ok"].sort_values(["run_id", "index"])
-    for (method, _), run in ok.groupby(["method", "run_id"], sort=False):
-        row = counts.setdefault(str(method), [0, 0, 0, 0])
-        fastest = math.nan
-        for speedup, reward in zip(run["speedup"], run["reward"], strict=True):
-            row[0] += 1
-            row[1] += reward > 0
-            if reward == 0 and speedup > PROGRESS * fastest:
-                row[2] += 1
-                row[3] += speedup > 1.5 * fastest
-            fastest = speedup if math.isnan(fastest) else max(fastest, speedup)
-    order = list(dict.fromkeys(steps["method"]))
-    return pd.DataFrame([[m, *counts[m]] for m in order if m in counts], columns=columns)
+    fastest = ok.groupby("run_id")["speedup"].transform(lambda s: s.cummax().shift())  # before each step; NaN first
+    unseen = (ok["reward"] == 0) & (ok["speedup"] > PROGRESS * fastest)
+    table = (
+        ok.assign(rewarded=ok["reward"] > 0, unseen=unseen, over=unseen & (ok["speedup"] > 1.5 * fastest))
+        .groupby("method")
+        .agg(steps_ok=("run_id", "size"), rewarded=("rewarded", "sum"), unrewarded_progress=("unseen", "sum"),
+             unrewarded_over_1_5x=("over", "sum"))
+    )  # fmt: skip
+    order = [m for m in dict.fromkeys(steps["method"]) if m in table.index]
+    return table.loc[order].reset_index()

@@ -390,7 +390,7 @@ CURRICULUM: dict[F, list[str]] = {
         "launch_config.launch_bounds_occupancy",
         "compute_efficiency.unroll_and_specialize",
         # Last: on the H200 the 3xTF32 tile is slower than the CUDA-core one (4.1 vs 3.4 ms on a
-        # 4096 GEMM, bench/results/tf32x3-diag-2026-12-02-h200.json).
+        # 4096 GEMM, bench/results/tf32x3-diag-2026-12-02-h200/diag-square.json).
         "precision_tensor_cores.tf32_3x_split",
     ],
     F.CONV: [

@@ -76,6 +76,7 @@ OWN = {
     "pool_avg_exclude_pad": F.POOLING,
     "pool_max1d_dilated": F.POOLING,
     "pool_max3d": F.POOLING,
+    "pool_max2d_ceil": F.POOLING,
     "red_all_mean": F.REDUCTION,
     "red_argmax": F.REDUCTION,
     "red_logsumexp_std": F.REDUCTION,

@@ -402,6 +402,12 @@ def _markdown(
             '(docs/method.md, "Reward and counters"): while no kernel beats eager, a step that makes the run\'s '
             "fastest correct kernel faster earns 0, as one that changes nothing does. Per method: the ok steps, those "
             "rewarded, and those that made the fastest kernel so far over 2% (over 1.5x) faster with reward 0."
+            + (
+                " This bench ran with reward_from = fastest, which measures such a step's gain against the run's "
+                "fastest correct kernel instead, so its last two columns are 0 by construction."
+                if config.scoring.reward_from == "fastest"
+                else ""
+            )
         )
         unseen_rows = [
             [u["method"], f"{u['steps_ok']:.0f}", f"{u['rewarded']:.0f}", f"{u['unrewarded_progress']:.0f}",

@@ -20,7 +20,9 @@ import pytest
 from click.testing import CliRunner
 
 from htam_graph.bench.metrics import per_family, task_metrics, unseen_progress
-from htam_graph.bench.results import task_family
+from htam_graph.bench.plan import BenchManifest, Layout, streams
+from htam_graph.bench.report import write_report
+from htam_graph.bench.results import collect, task_family
 from htam_graph.cli import cli
 from htam_graph.errors import UserError
 from htam_graph.memory.sqlite_store import SQLiteStore
@@ -156,6 +158,22 @@ def test_the_report_counts_progress_the_reward_does_not_see(finished):
     assert "## Progress the reward does not see" in report
     first = table.iloc[0]
     assert f"| {first['method']} | {first['steps_ok']} | {first['rewarded']} |" in report
+    assert "reward_from = fastest, which" not in report  # HTAM's reward: the paragraph as it is
+
+
+def test_the_report_says_when_the_reward_is_measured_from_the_fastest_kernel(finished, tmp_path):
+    """A bench configured with reward_from = fastest gets a report whose unseen-progress
+    paragraph says its last two columns are 0 by construction."""
+    out, _, _ = finished
+    manifest = BenchManifest.read(Layout(out))
+    results = collect(Layout(out), manifest, streams(manifest.config))
+    scoring = manifest.config.scoring.model_copy(update={"reward_from": "fastest"})
+    fastest = manifest.model_copy(update={"config": manifest.config.model_copy(update={"scoring": scoring})})
+    layout = Layout(tmp_path)
+    write_report(layout, fastest, results)
+    report = layout.report.read_text()
+    assert "reward_from = fastest" in report.split("## Results")[0]  # the scoring line
+    assert "This bench ran with reward_from = fastest, which measures such a step's gain" in report
 
 
 def test_the_report_says_where_its_numbers_come_from(finished):

@@ -190,7 +190,8 @@ def classify(order: list[Node], used_loss: bool) -> OperatorFamily:
 
 def _used_elementwise_with_its_source(reduce: ir.Reduce, order: list[Node]) -> bool:
     """A statistic broadcast back over the tensor it summarizes (through row-level ops such
-    as `rsqrt(mean + eps)`): a normalization."""
+    as `rsqrt(mean + eps)`, or further reductions, as batch norm's mean over the spatial
+    dims then the batch): a normalization."""
     space = reduce.src.shape
     derived = {id(reduce)}
     for n in order:  # producers come first, so one pass follows row-level chains
@@ -198,7 +199,7 @@ def _used_elementwise_with_its_source(reduce: ir.Reduce, order: list[Node]) -> b
             continue
         if isinstance(n, ir.Pointwise) and n.shape == space:
             return True
-        if isinstance(n, (ir.Pointwise, ir.View)) and math.prod(n.shape) < math.prod(space):
+        if isinstance(n, (ir.Pointwise, ir.View, ir.Reduce)) and math.prod(n.shape) < math.prod(space):
             derived.add(id(n))
     return False
 

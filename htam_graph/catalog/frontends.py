@@ -24,7 +24,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from htam_graph.catalog import ir
 from htam_graph.catalog.ir import Node, Unsupported
-from htam_graph.catalog.lowering import SIGNATURES, VARARG_SHAPE, Lowering
+from htam_graph.catalog.lowering import ALIASES, SIGNATURES, VARARG_SHAPE, Lowering
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,12 @@ _MODULES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "Linear": ("linear", (), ("self",)),
     "Conv1d": ("conv1d", ("stride", "padding", "dilation", "groups"), ("self",)),
     "Conv2d": ("conv2d", ("stride", "padding", "dilation", "groups"), ("self",)),
+    "ConvTranspose1d": ("conv_transpose1d", ("stride", "padding", "output_padding", "groups", "dilation"), ("self",)),
+    "ConvTranspose2d": ("conv_transpose2d", ("stride", "padding", "output_padding", "groups", "dilation"), ("self",)),
     "LayerNorm": ("layer_norm", ("normalized_shape", "eps"), ("self",)),
+    "BatchNorm1d": ("batch_norm", ("eps",), ("self",)),
+    "BatchNorm2d": ("batch_norm", ("eps",), ("self",)),
+    "BatchNorm3d": ("batch_norm", ("eps",), ("self",)),
     "GroupNorm": ("group_norm", ("num_groups", "eps"), ("self",)),
     "RMSNorm": ("rms_norm", ("normalized_shape", "eps"), ("self",)),
     "InstanceNorm1d": ("instance_norm", ("eps",), ("self",)),
@@ -141,12 +146,7 @@ _MODULES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
 }
 _MODULE_OUTPUT_SIZE = {"AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool2d"}
 _UNSUPPORTED_MODULES = {
-    "BatchNorm1d": "batch norm (training-mode statistics over the batch, running-stat updates)",
-    "BatchNorm2d": "batch norm (training-mode statistics over the batch, running-stat updates)",
-    "BatchNorm3d": "batch norm (training-mode statistics over the batch, running-stat updates)",
-    "ConvTranspose1d": "transposed convolution",
-    "ConvTranspose2d": "transposed convolution",
-    "ConvTranspose3d": "transposed convolution",
+    "ConvTranspose3d": "3-D transposed convolution",
     "Conv3d": "3-D convolution",
     "MultiheadAttention": "attention",
     "LSTM": "recurrent layers",
@@ -190,10 +190,11 @@ def bind_table(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict
         dims = rest[0] if len(rest) == 1 and isinstance(rest[0], (tuple, list, torch.Size)) else rest
         named["dims" if name == "permute" else "size"] = tuple(dims)
         return {**named, **kwargs}
-    for param, value in zip(SIGNATURES.get(name, ()), rest):
+    params = SIGNATURES.get(name) or SIGNATURES.get(ALIASES.get(name, name), ())  # torch.multiply binds as mul
+    for param, value in zip(params, rest):
         named[param] = value
-    if len(rest) > len(SIGNATURES.get(name, ())):
-        named["_extra"] = rest[len(SIGNATURES.get(name, ())) :]
+    if len(rest) > len(params):
+        named["_extra"] = rest[len(params) :]
     named.update({("self" if k == "input" and name != "where" else k): v for k, v in kwargs.items()})
     return named
 
@@ -319,6 +320,12 @@ def _lower_module(
         raise Unsupported(f"convolution with padding_mode={module.padding_mode!r}")
     if kind.startswith("InstanceNorm") and getattr(module, "track_running_stats", False):
         named["running_mean"] = True
+    if kind.startswith("BatchNorm"):  # batch statistics in training mode or without running ones (F.batch_norm's rule)
+        named["training"] = module.training or module.running_mean is None
+        for stat in ("running_mean", "running_var"):
+            named[stat] = params.get(f"{qualname}.{stat}") if not named["training"] else None
+        if not named["training"] and named["running_mean"] is None:
+            raise Unsupported("batch norm in eval mode whose running statistics are not buffers the catalog reads")
     for pname in ("weight", "bias"):
         if getattr(module, pname, None) is not None:
             named[pname] = params[f"{qualname}.{pname}"]

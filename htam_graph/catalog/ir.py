@@ -105,7 +105,8 @@ class Matmul(Node):
 
 @dataclass(eq=False, kw_only=True)
 class Conv(Node):
-    """A 2D convolution (1D ones arrive as 2D with height 1), NCHW, zero padding."""
+    """A 2D convolution (1D ones arrive as 2D with height 1), NCHW, zero padding; transposed:
+    the gradient of one (weight (C, O / groups, KH, KW); output_padding is in the shape)."""
 
     x: Node
     weight: Node
@@ -114,6 +115,7 @@ class Conv(Node):
     padding: tuple[int, int]
     dilation: tuple[int, int]
     groups: int
+    transposed: bool = False
 
     def inputs(self) -> tuple[Node, ...]:
         return (self.x, self.weight) + ((self.bias,) if self.bias is not None else ())

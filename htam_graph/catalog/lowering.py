@@ -95,6 +95,9 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
     "linear": ("weight", "bias"),
     "conv1d": ("weight", "bias", "stride", "padding", "dilation", "groups"),
     "conv2d": ("weight", "bias", "stride", "padding", "dilation", "groups"),
+    "conv_transpose1d": ("weight", "bias", "stride", "padding", "output_padding", "groups", "dilation"),
+    "batch_norm": ("running_mean", "running_var", "weight", "bias", "training", "momentum", "eps"),
+    "conv_transpose2d": ("weight", "bias", "stride", "padding", "output_padding", "groups", "dilation"),
     "addmm": ("mat1", "mat2", "beta", "alpha"),
     "cosine_similarity": ("x2", "dim", "eps"),
     "max_pool1d": ("kernel_size", "stride", "padding", "dilation", "ceil_mode", "return_indices"),
@@ -452,12 +455,14 @@ def _addmm(lw: Lowering, args: Args, out: Any) -> Any:
 
 def _conv(lw: Lowering, args: Args, out: Any) -> Any:
     x, w, bias = _tensor(args), _tensor(args, "weight"), args.get("bias")
-    if args.get("transposed"):
-        raise Unsupported("transposed convolution")
+    transposed = bool(args.get("transposed"))
     spatial = len(w.shape) - 2
     if spatial not in (1, 2):
-        raise Unsupported(f"{spatial}-D convolution (the catalog has 1-D and 2-D)")
+        kind = "transposed convolution" if transposed else "convolution"
+        raise Unsupported(f"{spatial}-D {kind} (the catalog has 1-D and 2-D)")
     padding = args.get("padding", 0)
+    if transposed and isinstance(padding, str):
+        raise Unsupported(f"a transposed convolution with padding={padding!r}")
     if isinstance(padding, str):
         if padding == "valid":
             padding = 0
@@ -481,12 +486,12 @@ def _conv(lw: Lowering, args: Args, out: Any) -> Any:
         out_shape = (meta.shape[0], meta.shape[1], 1, meta.shape[2])
         conv = ir.Conv(
             shape=out_shape, dtype=_dtype(meta), x=x2, weight=w2, bias=bias, stride=(1, stride[0]),
-            padding=(0, pad[0]), dilation=(1, dil[0]), groups=int(args.get("groups", 1)),
+            padding=(0, pad[0]), dilation=(1, dil[0]), groups=int(args.get("groups", 1)), transposed=transposed,
         )  # fmt: skip
         return ir.View(shape=tuple(meta.shape), dtype=conv.dtype, src=conv)
     return lw.node(
         ir.Conv, out, x=x, weight=w, bias=bias, stride=tuple(stride), padding=tuple(pad), dilation=tuple(dil),
-        groups=int(args.get("groups", 1)),
+        groups=int(args.get("groups", 1)), transposed=transposed,
     )  # fmt: skip
 
 
@@ -617,6 +622,45 @@ def _instance_norm(lw: Lowering, args: Args, out: Any) -> Any:
         ir.GroupNorm, out, src=x, groups=x.shape[1], weight=args.get("weight"), bias=args.get("bias"),
         eps=float(args.get("eps", 1e-5)),
     )  # fmt: skip
+
+
+def _batch_norm(lw: Lowering, args: Args, out: Any) -> Any:
+    """Batch norm as the reductions and pointwise ops it is made of: per channel (dim 1), the
+    mean and the biased variance over every other dim (training mode, or no running
+    statistics), or the running statistics (eval mode). The running statistics are not
+    updated: the output does not depend on that update."""
+    x = _tensor(args)
+    if len(x.shape) < 2:
+        raise Unsupported("batch norm of a tensor with fewer than 2 dims")
+    channels = (1, x.shape[1]) + (1,) * (len(x.shape) - 2)
+
+    def per_channel(value: Any) -> Node | None:
+        if value is None:
+            return None
+        if not isinstance(value, Node) or value.shape != (x.shape[1],):
+            raise Unsupported("batch norm with a weight, bias or statistic that is not one value per channel")
+        return ir.View(shape=channels, dtype=value.dtype, src=value)
+
+    eps = float(args.get("eps", 1e-5))
+    if args.get("training", True) or args.get("running_mean") is None:
+        rest = tuple(range(2, len(x.shape)))
+
+        def over_all_but_channels(t: Node) -> Node:  # two reductions of adjacent dims: the spatial ones, then batch
+            return lw.reduce("mean", lw.reduce("mean", t, rest, True) if rest else t, (0,), True)
+
+        mean = over_all_but_channels(x)
+        centered = lw.like("sub", [x, mean], x)
+        var = over_all_but_channels(lw.like("square", [centered], x))
+    else:
+        running_mean, running_var = per_channel(args.get("running_mean")), per_channel(args.get("running_var"))
+        if running_mean is None or running_var is None:
+            raise Unsupported("batch norm in eval mode without both running statistics")
+        centered, var = lw.like("sub", [x, running_mean], x), running_var
+    y = lw.like("mul", [centered, lw.like("rsqrt", [lw.like("add", [var, eps], var)], var)], x)
+    weight, bias = per_channel(args.get("weight")), per_channel(args.get("bias"))
+    if weight is not None:
+        y = lw.like("mul", [y, weight], x)
+    return lw.like("add", [y, bias], x) if bias is not None else y
 
 
 def _rms_norm(lw: Lowering, args: Args, out: Any) -> Any:
@@ -850,6 +894,9 @@ RULES: dict[str, Callable[[Lowering, Args, Any], Any]] = {
     "conv1d": _conv,
     "conv2d": _conv,
     "convolution": _conv,
+    "batch_norm": _batch_norm,
+    "conv_transpose1d": lambda lw, a, o: _conv(lw, {**a, "transposed": True}, o),
+    "conv_transpose2d": lambda lw, a, o: _conv(lw, {**a, "transposed": True}, o),
     "sum": _reduction("sum"),
     "mean": _reduction("mean"),
     "prod": _reduction("prod"),

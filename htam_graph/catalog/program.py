@@ -106,6 +106,7 @@ class ConvStage(Stage):
     OH: int = 0
     OW: int = 0
     has_bias: bool = False
+    transposed: bool = False  # the gradient of a convolution: weight (C, O / groups, KH, KW)
     epilogue: Expr | None = None
 
 
@@ -478,11 +479,11 @@ class ProgramBuilder:
     def conv(self, node: ir.Conv, root: Node | None, out_node: Node) -> Buffer:
         x, w = self.materialize(node.x), self.materialize(node.weight)
         N, C, H, W = node.x.shape
-        O, _, KH, KW = node.weight.shape  # noqa: E741 - the convolution's own name for output channels
+        O, KH, KW = node.shape[1], node.weight.shape[2], node.weight.shape[3]  # noqa: E741 - output channels
         stage = ConvStage(
             inputs=[x, w], out=self.temp(out_node.shape, out_node.dtype), N=N, C=C, H=H, W=W, O=O, KH=KH, KW=KW,
             stride=node.stride, padding=node.padding, dilation=node.dilation, groups=node.groups,
-            OH=node.shape[2], OW=node.shape[3], has_bias=node.bias is not None,
+            OH=node.shape[2], OW=node.shape[3], has_bias=node.bias is not None, transposed=node.transposed,
         )  # fmt: skip
         if node.dtype != "float32":
             raise Unsupported(f"a {node.dtype} convolution (the catalog's convolutions are fp32)")

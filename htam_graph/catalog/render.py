@@ -749,8 +749,8 @@ def render_gemv(ctx: Context, k: int, st: GemmStage) -> Kernel:
 
 
 def conv_smem_applies(st: ConvStage) -> bool:
-    """Shared-memory tiles: one group; the staged tile must fit a block's shared memory."""
-    return st.groups == 1 and conv_smem_bytes(st) <= 200 * 1024
+    """Shared-memory tiles: one group, not transposed; the staged tile must fit a block's shared memory."""
+    return st.groups == 1 and not st.transposed and conv_smem_bytes(st) <= 200 * 1024
 
 
 def conv_smem_bytes(st: ConvStage) -> int:
@@ -785,6 +785,7 @@ def render_conv(ctx: Context, k: int, st: ConvStage) -> Kernel:
     text = kernel_templates().render(
         "conv", name=name, params=pointer_params(st) + sizes.params, idx=idx, smem_tile=smem, oct=oct_,
         opg=st.O // st.groups, cpg=st.C // st.groups, has_bias=st.has_bias, mode=ctx.load_mode("float32", False),
+        transposed=st.transposed,
         block=block, launch_bounds=knobs.launch_bounds, grid_stride=knobs.grid_stride, specialize=knobs.specialize,
         span_h=span_h, span_w=span_w, in_floats=in_floats, store=store, **dims, **geometry,
     ).text  # fmt: skip

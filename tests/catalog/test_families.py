@@ -47,11 +47,17 @@ SUITE = {
 }
 OWN = {
     "conv1d_strided": F.CONV,
+    "batchnorm1d_eval": F.ELEMENTWISE,  # eval mode: the running statistics, no reduction
+    "batchnorm2d_train": F.NORM,
+    "conv_batchnorm_train": F.CONV,
     "conv_depthwise": F.CONV,
     "conv_relu_maxpool": F.CONV,
+    "conv_transpose1d": F.CONV,
+    "conv_transpose2d": F.CONV,
     "conv_strided_dilated": F.CONV,
     "ew_activations": F.ELEMENTWISE,
-    "ew_broadcast_where": F.NORM,  # a row mean broadcast back over its own space
+    "ew_broadcast_where": F.NORM,
+    "ew_multiply_alias": F.ELEMENTWISE,  # a row mean broadcast back over its own space
     "ew_fp16_swish": F.ELEMENTWISE,
     "ew_selu_gelu_tanh": F.ELEMENTWISE,
     "control_flow_dispatch": F.ELEMENTWISE,
@@ -91,8 +97,7 @@ OWN = {
 }
 UNSUPPORTED = {
     "unsupported_attention": "scaled_dot_product_attention",
-    "unsupported_batchnorm": "batch norm",
-    "unsupported_conv_transpose": "transposed convolution",
+    "unsupported_conv_transpose3d": "3-D transposed convolution",
     "unsupported_dropout": "dropout with p=0.5",
     "unsupported_slicing": "indexing or slicing",
 }

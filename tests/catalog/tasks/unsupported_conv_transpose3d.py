@@ -1,4 +1,4 @@
-"""A transposed convolution (not in the catalog)."""
+"""A 3-D transposed convolution (not in the catalog: its convolutions are 1-D and 2-D)."""
 
 import torch
 import torch.nn as nn
@@ -7,14 +7,14 @@ import torch.nn as nn
 class Model(nn.Module):
     def __init__(self):
         super().__init__()
-        self.conv = nn.ConvTranspose2d(4, 4, 3)
+        self.conv = nn.ConvTranspose3d(4, 4, 3)
 
     def forward(self, x):
         return self.conv(x)
 
 
 def get_inputs():
-    return [torch.randn(2, 4, 8, 8)]
+    return [torch.randn(2, 4, 5, 6, 7)]
 
 
 def get_init_inputs():

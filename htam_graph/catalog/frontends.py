@@ -24,7 +24,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from htam_graph.catalog import ir
 from htam_graph.catalog.ir import Node, Unsupported
-from htam_graph.catalog.lowering import ALIASES, SIGNATURES, VARARG_SHAPE, Lowering
+from htam_graph.catalog.lowering import SIGNATURES, VARARG_SHAPE, Lowering, canonical
 
 log = logging.getLogger(__name__)
 
@@ -190,7 +190,7 @@ def bind_table(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict
         dims = rest[0] if len(rest) == 1 and isinstance(rest[0], (tuple, list, torch.Size)) else rest
         named["dims" if name == "permute" else "size"] = tuple(dims)
         return {**named, **kwargs}
-    params = SIGNATURES.get(name) or SIGNATURES.get(ALIASES.get(name, name), ())  # torch.multiply binds as mul
+    params = SIGNATURES.get(name, ())
     for param, value in zip(params, rest):
         named[param] = value
     if len(rest) > len(params):
@@ -266,7 +266,7 @@ def _lower_fx_call(node: torch.fx.Node, args: tuple[Any, ...], kwargs: dict[str,
         name = str(target)
         if name in ("size", "dim", "numel"):
             return meta
-        return lw.call(name, bind_table(_canonical_method(name), args, dict(kwargs)), meta)
+        return lw.call(name, bind_table(canonical(name), args, dict(kwargs)), meta)
     if target is getattr:
         attr = args[1]
         if attr in ("T", "mT"):
@@ -291,12 +291,8 @@ def _lower_fx_call(node: torch.fx.Node, args: tuple[Any, ...], kwargs: dict[str,
     name = getattr(target, "__name__", str(target))
     bound = bind_python(target, args, dict(kwargs)) if inspect.isfunction(target) else None
     if bound is None:
-        bound = bind_table(_canonical_method(name), args, dict(kwargs))
+        bound = bind_table(canonical(name), args, dict(kwargs))
     return lw.call(name, bound, meta)
-
-
-def _canonical_method(name: str) -> str:
-    return name[:-1] if name.endswith("_") and not name.endswith("__") else name
 
 
 def _lower_module(
@@ -320,12 +316,11 @@ def _lower_module(
         raise Unsupported(f"convolution with padding_mode={module.padding_mode!r}")
     if kind.startswith("InstanceNorm") and getattr(module, "track_running_stats", False):
         named["running_mean"] = True
-    if kind.startswith("BatchNorm"):  # batch statistics in training mode or without running ones (F.batch_norm's rule)
+    if kind.startswith("BatchNorm"):  # batch statistics in training mode or without running ones (nn.BatchNorm's rule)
         named["training"] = module.training or module.running_mean is None
-        for stat in ("running_mean", "running_var"):
-            named[stat] = params.get(f"{qualname}.{stat}") if not named["training"] else None
-        if not named["training"] and named["running_mean"] is None:
-            raise Unsupported("batch norm in eval mode whose running statistics are not buffers the catalog reads")
+        named["running_mean"], named["running_var"] = (
+            params.get(f"{qualname}.{s}") for s in ("running_mean", "running_var")
+        )
     for pname in ("weight", "bias"):
         if getattr(module, pname, None) is not None:
             named[pname] = params[f"{qualname}.{pname}"]

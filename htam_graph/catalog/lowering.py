@@ -96,8 +96,8 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
     "conv1d": ("weight", "bias", "stride", "padding", "dilation", "groups"),
     "conv2d": ("weight", "bias", "stride", "padding", "dilation", "groups"),
     "conv_transpose1d": ("weight", "bias", "stride", "padding", "output_padding", "groups", "dilation"),
-    "batch_norm": ("running_mean", "running_var", "weight", "bias", "training", "momentum", "eps"),
     "conv_transpose2d": ("weight", "bias", "stride", "padding", "output_padding", "groups", "dilation"),
+    "batch_norm": ("running_mean", "running_var", "weight", "bias", "training", "momentum", "eps"),
     "addmm": ("mat1", "mat2", "beta", "alpha"),
     "cosine_similarity": ("x2", "dim", "eps"),
     "max_pool1d": ("kernel_size", "stride", "padding", "dilation", "ceil_mode", "return_indices"),
@@ -626,9 +626,9 @@ def _instance_norm(lw: Lowering, args: Args, out: Any) -> Any:
 
 def _batch_norm(lw: Lowering, args: Args, out: Any) -> Any:
     """Batch norm as the reductions and pointwise ops it is made of: per channel (dim 1), the
-    mean and the biased variance over every other dim (training mode, or no running
-    statistics), or the running statistics (eval mode). The running statistics are not
-    updated: the output does not depend on that update."""
+    mean and the biased variance over every other dim (training mode), or the running
+    statistics (eval mode). The running statistics are not updated: the output does not
+    depend on that update."""
     x = _tensor(args)
     if len(x.shape) < 2:
         raise Unsupported("batch norm of a tensor with fewer than 2 dims")
@@ -642,7 +642,7 @@ def _batch_norm(lw: Lowering, args: Args, out: Any) -> Any:
         return ir.View(shape=channels, dtype=value.dtype, src=value)
 
     eps = float(args.get("eps", 1e-5))
-    if args.get("training", True) or args.get("running_mean") is None:
+    if args.get("training", True):
         rest = tuple(range(2, len(x.shape)))
 
         def over_all_but_channels(t: Node) -> Node:  # two reductions of adjacent dims: the spatial ones, then batch

@@ -749,15 +749,43 @@ def render_gemv(ctx: Context, k: int, st: GemmStage) -> Kernel:
 
 
 def conv_smem_applies(st: ConvStage) -> bool:
-    """Shared-memory tiles: one group, not transposed; the staged tile must fit a block's shared memory."""
-    return st.groups == 1 and not st.transposed and conv_smem_bytes(st) <= 200 * 1024
+    """Shared-memory tiles: one group, a transposed convolution only with stride 1 (it is then
+    the plain convolution of the flipped kernel); the staged tile must fit a block's shared memory."""
+    plain = not st.transposed or st.stride == (1, 1)
+    return st.groups == 1 and plain and conv_smem_bytes(st) <= 200 * 1024
+
+
+def conv_tile(st: ConvStage) -> tuple[int, int]:
+    """The output pixels a shared-memory block covers, rows x columns (256 threads): 16 x 16,
+    or fewer rows, as wide, when the output has fewer (a 1-D convolution is one row of 256)."""
+    rows = 16
+    while rows > 1 and rows // 2 >= st.OH:
+        rows //= 2
+    return rows, 256 // rows
+
+
+def conv_smem_geometry(st: ConvStage) -> dict[str, int]:
+    """Stride, padding and dilation of the plain convolution the shared-memory kernel computes:
+    a stride-1 transposed convolution reads input oh + P - k * D, the plain convolution of the
+    flipped kernel with padding (K - 1) * D - P."""
+    (sh, sw), (ph, pw), (dh, dw) = st.stride, st.padding, st.dilation
+    if st.transposed:
+        ph, pw = (st.KH - 1) * dh - ph, (st.KW - 1) * dw - pw
+    return {"SH": sh, "SW": sw, "PH": ph, "PW": pw, "DH": dh, "DW": dw}
+
+
+def conv_smem_spans(st: ConvStage) -> tuple[int, int, int]:
+    """Rows and columns of the input tile a block stages (its output tile and the halo), and
+    the floats of the 8 channels' tiles, rounded up to 16 bytes."""
+    rows, cols = conv_tile(st)
+    g = conv_smem_geometry(st)
+    span_h = (rows - 1) * g["SH"] + (st.KH - 1) * g["DH"] + 1
+    span_w = (cols - 1) * g["SW"] + (st.KW - 1) * g["DW"] + 1
+    return span_h, span_w, -(-8 * span_h * span_w // 4) * 4
 
 
 def conv_smem_bytes(st: ConvStage) -> int:
-    span_h = 15 * st.stride[0] + (st.KH - 1) * st.dilation[0] + 1
-    span_w = 15 * st.stride[1] + (st.KW - 1) * st.dilation[1] + 1
-    in_floats = -(-8 * span_h * span_w // 4) * 4
-    return 4 * (in_floats + 8 * st.KH * st.KW * 16)
+    return 4 * (conv_smem_spans(st)[2] + 8 * st.KH * st.KW * 16)
 
 
 def conv_oct(st: ConvStage, knobs: Knobs) -> int:
@@ -771,15 +799,17 @@ def render_conv(ctx: Context, k: int, st: ConvStage) -> Kernel:
     sizes = Sizes(knobs.specialize)
     smem = knobs.smem_tile and conv_smem_applies(st)
     dims = {key: sizes(key, getattr(st, key), "int") for key in ("N", "C", "H", "W", "O", "OH", "OW", "KH", "KW")}
-    geometry = {
-        "SH": st.stride[0], "SW": st.stride[1], "PH": st.padding[0], "PW": st.padding[1],
-        "DH": st.dilation[0], "DW": st.dilation[1],
-    }  # fmt: skip
+    if smem:
+        geometry = conv_smem_geometry(st)
+    else:
+        geometry = {
+            "SH": st.stride[0], "SW": st.stride[1], "PH": st.padding[0], "PW": st.padding[1],
+            "DH": st.dilation[0], "DW": st.dilation[1],
+        }  # fmt: skip
     idx = ctx.index_type(st.out.numel, *(b.numel for b in st.inputs))
     oct_ = conv_oct(st, knobs)
-    span_h = 15 * st.stride[0] + (st.KH - 1) * st.dilation[0] + 1
-    span_w = 15 * st.stride[1] + (st.KW - 1) * st.dilation[1] + 1
-    in_floats = -(-8 * span_h * span_w // 4) * 4
+    span_h, span_w, in_floats = conv_smem_spans(st)
+    tile_h, tile_w = conv_tile(st)
     block = 256 if smem else knobs.block
     store = epilogue_store(ctx, st, st.epilogue, "value", "i", " " * 12)
     text = kernel_templates().render(
@@ -787,12 +817,15 @@ def render_conv(ctx: Context, k: int, st: ConvStage) -> Kernel:
         opg=st.O // st.groups, cpg=st.C // st.groups, has_bias=st.has_bias, mode=ctx.load_mode("float32", False),
         transposed=st.transposed,
         block=block, launch_bounds=knobs.launch_bounds, grid_stride=knobs.grid_stride, specialize=knobs.specialize,
-        span_h=span_h, span_w=span_w, in_floats=in_floats, store=store, **dims, **geometry,
+        span_h=span_h, span_w=span_w, in_floats=in_floats, TH=tile_h, TW=tile_w, store=store,
+        KSH=st.stride[0] // math.gcd(st.stride[0], st.dilation[0]),
+        KSW=st.stride[1] // math.gcd(st.stride[1], st.dilation[1]),
+        **dims, **geometry,
     ).text  # fmt: skip
     args = pointer_args(st) + sizes.args
     if smem:
-        grid = f"({math.ceil(st.OW / 16)}, {math.ceil(st.OH / 16)}, {st.N * math.ceil(st.O / 16)})"
-        line = launch_line(name, grid, "(16, 16)", args, str(conv_smem_bytes(st)))
+        grid = f"({math.ceil(st.OW / tile_w)}, {math.ceil(st.OH / tile_h)}, {st.N * math.ceil(st.O / 16)})"
+        line = launch_line(name, grid, f"({tile_w}, {tile_h})", args, str(conv_smem_bytes(st)))
     else:
         blocks = math.ceil(st.N * (st.O // oct_) * st.OH * st.OW / block)
         line = launch_line(name, f"({ctx.grid(blocks, block, knobs.grid_stride)},)", f"({block},)", args)

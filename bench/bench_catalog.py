@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import sys
 
+import click
+
 from htam_graph.cli import cli
 
 DEFAULTS = [
@@ -30,8 +32,17 @@ DEFAULTS = [
 ]  # fmt: skip
 
 
+def given_suite(argv: list[str]) -> bool:
+    """Whether the command line names a SUITE anywhere (before, between or after options):
+    `htam bench`'s own parser reads it, so an option's value is never taken for a task."""
+    bench = cli.get_command(click.Context(cli), "bench")
+    assert bench is not None
+    ctx = bench.make_context("htam bench", [*DEFAULTS, *argv], resilient_parsing=True)
+    return bool(ctx.params.get("suite"))
+
+
 def main(argv: list[str]) -> None:
-    suite = [] if any(not a.startswith("-") for a in argv[:1]) else ["builtin"]
+    suite = [] if given_suite(argv) else ["builtin"]
     cli.main(["bench", *DEFAULTS, *suite, *argv], prog_name="htam")
 
 

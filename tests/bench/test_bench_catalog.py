@@ -59,3 +59,15 @@ def test_bench_compare_agrees_with_the_benchs_own_metrics(tmp_path: Path) -> Non
         assert row["runs"] == 2 and row["correct"] == pytest.approx(m["correct"])
         assert row["geomean_vs_eager"] == pytest.approx(m["geomean"]) and row["fast_1"] == pytest.approx(m["fast_1"])
         assert row["geomean_vs_compile"] is None  # the stand-in times no torch.compile
+
+
+def test_a_suite_is_found_wherever_it_stands_among_the_options() -> None:
+    """`bench_catalog.py --seeds 2 tasks/` runs tasks/, not the built-in suite as well."""
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        from bench_catalog import given_suite
+    finally:
+        sys.path.remove(str(REPO / "bench"))
+    assert not given_suite([]) and not given_suite(["--seeds", "2", "--method", "feedback"])
+    assert given_suite(["--seeds", "2", "tasks/"]) and given_suite(["level1/19_ReLU", "--workers", "3"])
+    assert given_suite(["--method", "feedback", "a.py", "--note", "n"])

@@ -393,7 +393,7 @@ class ProgramBuilder:
                 if isinstance(leaf, ANCHORS)
                 and id(leaf) not in self.buffers
                 and leaf.shape == root.shape
-                and all(id(c) in inside for c in self.consumers[id(leaf)])
+                and self._read_only_through(leaf, inside, root)
             ]
             if len(candidates) == 1:
                 return self.anchor(candidates[0], root, root)
@@ -405,6 +405,24 @@ class ProgramBuilder:
         stage.expr = self.expr(root, stage, root.shape)
         self.stages.append(stage)
         return stage.out
+
+    def _read_only_through(self, leaf: Node, inside: set[int], root: Node) -> bool:
+        """Whether the anchor `leaf` reaches the rest of the graph only through the tree of
+        `root`: no node between them is read elsewhere (a batch norm's statistics of a
+        convolution's output, say). Else the fused anchor would be computed twice: once for
+        that reader, once again as this tree's epilogue."""
+        stack, seen = [leaf], set()
+        while stack:
+            node = stack.pop()
+            if node is root:
+                continue
+            for consumer in self.consumers[id(node)]:
+                if id(consumer) not in inside:
+                    return False
+                if id(consumer) not in seen:
+                    seen.add(id(consumer))
+                    stack.append(consumer)
+        return True
 
     def row_element(self, root: Node, dims: tuple[int, ...]) -> Buffer:
         """A generic normalization: reductions of the root's space used elementwise in it."""

@@ -11,6 +11,7 @@ import pytest
 from htam_graph.catalog.families import recognize
 from htam_graph.catalog.ir import Unsupported
 from htam_graph.catalog.knobs import Knobs
+from htam_graph.catalog.program import ConvStage, GemmStage, build_program
 from htam_graph.vocab import OperatorFamily as F
 from tests.catalog.variants import own, render, suite
 
@@ -54,6 +55,8 @@ OWN = {
     "conv_relu_maxpool": F.CONV,
     "conv_transpose1d": F.CONV,
     "conv_transpose2d": F.CONV,
+    "conv_transpose1d_stride1": F.CONV,
+    "conv_transpose2d_stride1": F.CONV,
     "conv_strided_dilated": F.CONV,
     "ew_activations": F.ELEMENTWISE,
     "ew_broadcast_where": F.NORM,
@@ -63,6 +66,7 @@ OWN = {
     "control_flow_dispatch": F.ELEMENTWISE,
     "gemm_groupnorm_hardtanh": F.GEMM_EPILOGUE,
     "gemm_sigmoid_sum": F.GEMM_EPILOGUE,
+    "gemm_batchnorm_train": F.GEMM_EPILOGUE,
     "matmul_3d_2d": F.GEMM_EPILOGUE,
     "matmul_tall_k": F.MATMUL,
     "matmul_transposed_scale": F.GEMM_EPILOGUE,
@@ -116,6 +120,16 @@ def test_tasks_written_here(name: str) -> None:
 
 def test_every_task_here_is_classified() -> None:
     assert set(own()) == set(OWN) | set(UNSUPPORTED)
+
+
+@pytest.mark.parametrize("name", ["gemm_batchnorm_train", "conv_batchnorm_train"])
+def test_an_anchor_read_by_statistics_is_computed_once(name: str) -> None:
+    """A batch norm reads its input's statistics: with every fusion on, the final pass
+    reads the GEMM's (or convolution's) stored output instead of fusing a second copy of it."""
+    rec = recognize(own()[name])
+    program = build_program(rec.output, rec.params, Knobs(fuse_prologue=True, fuse_epilogue=True).fusion)
+    anchors = [s for s in program.stages if isinstance(s, (GemmStage, ConvStage))]
+    assert len(anchors) == 1, [type(s).__name__ for s in program.stages]
 
 
 def test_control_flow_is_read_through_the_dispatcher() -> None:

@@ -764,12 +764,12 @@ def conv_tile(st: ConvStage) -> tuple[int, int]:
     return rows, 256 // rows
 
 
-def conv_smem_geometry(st: ConvStage) -> dict[str, int]:
-    """Stride, padding and dilation of the plain convolution the shared-memory kernel computes:
-    a stride-1 transposed convolution reads input oh + P - k * D, the plain convolution of the
-    flipped kernel with padding (K - 1) * D - P."""
+def conv_geometry(st: ConvStage, flipped: bool) -> dict[str, int]:
+    """Stride, padding and dilation the kernel computes with. `flipped` (the shared-memory
+    kernel on a stride-1 transposed convolution, which reads input oh + P - k * D): those of
+    the plain convolution of the flipped kernel, whose padding is (K - 1) * D - P."""
     (sh, sw), (ph, pw), (dh, dw) = st.stride, st.padding, st.dilation
-    if st.transposed:
+    if flipped:
         ph, pw = (st.KH - 1) * dh - ph, (st.KW - 1) * dw - pw
     return {"SH": sh, "SW": sw, "PH": ph, "PW": pw, "DH": dh, "DW": dw}
 
@@ -778,9 +778,8 @@ def conv_smem_spans(st: ConvStage) -> tuple[int, int, int]:
     """Rows and columns of the input tile a block stages (its output tile and the halo), and
     the floats of the 8 channels' tiles, rounded up to 16 bytes."""
     rows, cols = conv_tile(st)
-    g = conv_smem_geometry(st)
-    span_h = (rows - 1) * g["SH"] + (st.KH - 1) * g["DH"] + 1
-    span_w = (cols - 1) * g["SW"] + (st.KW - 1) * g["DW"] + 1
+    span_h = (rows - 1) * st.stride[0] + (st.KH - 1) * st.dilation[0] + 1
+    span_w = (cols - 1) * st.stride[1] + (st.KW - 1) * st.dilation[1] + 1
     return span_h, span_w, -(-8 * span_h * span_w // 4) * 4
 
 
@@ -799,13 +798,7 @@ def render_conv(ctx: Context, k: int, st: ConvStage) -> Kernel:
     sizes = Sizes(knobs.specialize)
     smem = knobs.smem_tile and conv_smem_applies(st)
     dims = {key: sizes(key, getattr(st, key), "int") for key in ("N", "C", "H", "W", "O", "OH", "OW", "KH", "KW")}
-    if smem:
-        geometry = conv_smem_geometry(st)
-    else:
-        geometry = {
-            "SH": st.stride[0], "SW": st.stride[1], "PH": st.padding[0], "PW": st.padding[1],
-            "DH": st.dilation[0], "DW": st.dilation[1],
-        }  # fmt: skip
+    geometry = conv_geometry(st, flipped=smem and st.transposed)
     idx = ctx.index_type(st.out.numel, *(b.numel for b in st.inputs))
     oct_ = conv_oct(st, knobs)
     span_h, span_w, in_floats = conv_smem_spans(st)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -63,11 +64,11 @@ def test_bench_compare_agrees_with_the_benchs_own_metrics(tmp_path: Path) -> Non
 
 def test_a_suite_is_found_wherever_it_stands_among_the_options() -> None:
     """`bench_catalog.py --seeds 2 tasks/` runs tasks/, not the built-in suite as well."""
-    sys.path.insert(0, str(REPO / "bench"))
-    try:
-        from bench_catalog import given_suite
-    finally:
-        sys.path.remove(str(REPO / "bench"))
+    spec = importlib.util.spec_from_file_location("bench_catalog", REPO / "bench" / "bench_catalog.py")
+    assert spec is not None and spec.loader is not None
+    bench_catalog = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench_catalog)
+    given_suite = bench_catalog.given_suite
     assert not given_suite([]) and not given_suite(["--seeds", "2", "--method", "feedback"])
     assert given_suite(["--seeds", "2", "tasks/"]) and given_suite(["level1/19_ReLU", "--workers", "3"])
     assert given_suite(["--method", "feedback", "a.py", "--note", "n"])

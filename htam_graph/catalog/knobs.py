@@ -54,7 +54,9 @@ class Knobs(BaseModel):
     cp_async: bool = Field(False, description="cp.async double-buffered GEMM tiles")
     smem_pad: bool = Field(False, description="padded shared-memory tiles against bank conflicts")
     raster: bool = Field(False, description="grouped (L2-friendly) order of GEMM tiles")
-    tf32x3: bool = Field(False, description="GEMM tiles on tensor cores in 3xTF32 (error-compensated, fp32-accurate)")
+    tf32x3: bool = Field(
+        False, description="GEMM tiles on tensor cores (mma.sync) in 3xTF32 (error-compensated, fp32-accurate)"
+    )
 
     @property
     def fusion(self) -> Fusion:

@@ -93,7 +93,7 @@ class Context:
     dtypes: set[str] = field(default_factory=set)
     needs_sms: bool = False
     pipeline: bool = False
-    wmma: bool = False
+    mma: bool = False
 
     def load_mode(self, dtype: str, full: bool) -> int:
         if dtype == "bool":
@@ -651,9 +651,41 @@ GEMM_BIG_TILE = 128
 GEMM_SMALL_TILE = 16
 
 
-def gemm_tiles(st: GemmStage, knobs: Knobs) -> int:
+@dataclass(frozen=True)
+class TensorCoreTile:
+    """The 3xTF32 tensor-core tile (gemm_tc.j2): block tile bm x bn, K slices of bk, a grid of
+    warps_m x warps_n warps, `stages` shared-memory buffers."""
+
+    bm: int = 128
+    bn: int = 128
+    bk: int = 32
+    warps_m: int = 2
+    warps_n: int = 4
+    stages: int = 3
+    fresh_steps: int = 2  # k-steps of 8 summed in a fresh accumulator before they join the running sum
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.warps_m * self.warps_n
+
+
+def tensor_core_tile(st: GemmStage) -> TensorCoreTile:
+    """The tile for `st`'s shape."""
+    return TensorCoreTile()
+
+
+def gemm_tile(st: GemmStage, knobs: Knobs) -> tuple[int, int]:
+    """A block's tile of C, rows x columns."""
+    if knobs.tf32x3:
+        tc = tensor_core_tile(st)
+        return tc.bm, tc.bn
     tile = GEMM_BIG_TILE if knobs.reg_tile else GEMM_SMALL_TILE
-    return math.ceil(st.M / tile) * math.ceil(st.N / tile) * st.batch
+    return tile, tile
+
+
+def gemm_tiles(st: GemmStage, knobs: Knobs) -> int:
+    bm, bn = gemm_tile(st, knobs)
+    return math.ceil(st.M / bm) * math.ceil(st.N / bn) * st.batch
 
 
 def gemm_splits(st: GemmStage, knobs: Knobs) -> int:
@@ -687,41 +719,79 @@ def render_gemm(ctx: Context, k: int, st: GemmStage) -> Kernel:
     M, N, K = sizes("M", st.M, "int"), sizes("N", st.N, "int"), sizes("K", st.K, "int")
     splits = gemm_splits(st, knobs)
     split = splits > 1
-    step = 16
+    tc = tensor_core_tile(st) if knobs.tf32x3 else None
+    step = tc.bk if tc else 16
     kc = -(-math.ceil(st.K / splits) // step) * step
     params = pointer_params(st)
     if split:
         params.append("float* __restrict__ ws")
-    reg = knobs.reg_tile
-    ld4 = {"A": (st.K if not st.a_t else st.M) % 4 == 0, "B": (st.K if st.b_t else st.N) % 4 == 0}
-    store_indent = " " * 16 if reg else " " * 8
-    index = "i_out" if reg else "i"
-    store = epilogue_store(ctx, st, st.epilogue, "value" if reg else "acc", index, store_indent)
-    text = kernel_templates().render(
-        "gemm", name=name, params=params + sizes.params, M=M, N=N, K=K, a_t=st.a_t, b_t=st.b_t,
-        a_bstride=st.a_bstride, b_bstride=st.b_bstride, reg_tile=reg, vec=knobs.vec, cp_async=knobs.cp_async and reg,
-        smem_pad=knobs.smem_pad and reg, raster=knobs.raster and reg, tf32x3=knobs.tf32x3 and reg, split_k=split,
-        kc=kc, splits=splits,
-        launch_bounds=knobs.launch_bounds, ld_multiple_of_4=ld4, store=store,
-        sum_params=[*pointer_params(st), "const float* __restrict__ ws", *sizes.params],
-        sum_store=epilogue_store(ctx, st, st.epilogue, "acc", "i", " " * 8),
-    ).text  # fmt: skip
-    if knobs.cp_async and reg:
-        ctx.pipeline = True
-    if knobs.tf32x3 and reg:
-        ctx.wmma = True
-    tile = GEMM_BIG_TILE if reg else GEMM_SMALL_TILE
-    grid = f"({math.ceil(st.N / tile)}, {math.ceil(st.M / tile)}, {splits if split else st.batch})"
+    reg = knobs.reg_tile or tc is not None
+    store_indent = " " * (20 if tc else 16 if reg else 8)
+    common: dict[str, Any] = {
+        "name": name, "params": params + sizes.params, "M": M, "N": N, "K": K, "a_t": st.a_t, "b_t": st.b_t,
+        "a_bstride": st.a_bstride, "b_bstride": st.b_bstride, "split_k": split, "kc": kc, "splits": splits,
+        "launch_bounds": knobs.launch_bounds,
+        "store": epilogue_store(ctx, st, st.epilogue, "value" if reg else "acc", "i_out" if reg else "i", store_indent),
+        "sum_params": [*pointer_params(st), "const float* __restrict__ ws", *sizes.params],
+        "sum_store": epilogue_store(ctx, st, st.epilogue, "acc", "i", " " * 8),
+    }  # fmt: skip
+    shared, threads = 0, 256
+    if tc:
+        text, shared = _render_gemm_tc(st, tc, knobs, common, M, N, K)
+        threads = tc.threads
+        ctx.pipeline = ctx.mma = True
+    else:
+        ld4 = {"A": (st.K if not st.a_t else st.M) % 4 == 0, "B": (st.K if st.b_t else st.N) % 4 == 0}
+        text = kernel_templates().render(
+            "gemm", **common, reg_tile=reg, vec=knobs.vec, cp_async=knobs.cp_async and reg,
+            smem_pad=knobs.smem_pad and reg, raster=knobs.raster and reg, ld_multiple_of_4=ld4,
+        ).text  # fmt: skip
+        ctx.pipeline = ctx.pipeline or (knobs.cp_async and reg)
+    bm, bn = gemm_tile(st, knobs)
+    grid = f"({math.ceil(st.N / bn)}, {math.ceil(st.M / bm)}, {splits if split else st.batch})"
     lines: list[str] = []
     args = pointer_args(st)
     if split:
         lines.append(f"w{k} = torch.empty(({splits * st.M * st.N},), dtype=torch.float32, device={ctx.device})")
         args = [*args, f"w{k}"]
-    lines.append(launch_line(name, grid, "(256,)", args + sizes.args))
+    lines.append(launch_line(name, grid, f"({threads},)", args + sizes.args, str(shared)))
     if split:
         blocks = min(math.ceil(st.M * st.N / 256), 8 * ASSUMED_SMS)
         lines.append(launch_line(f"{name}_sum", f"({blocks},)", "(256,)", [*pointer_args(st), f"w{k}", *sizes.args]))
     return Kernel(text, lines, f"{name}, {name}_sum" if split else name)
+
+
+def _render_gemm_tc(
+    st: GemmStage, tc: TensorCoreTile, knobs: Knobs, common: dict[str, Any], M: str, N: str, K: str
+) -> tuple[str, int]:
+    """The 3xTF32 tensor-core kernel's text and its dynamic shared memory in bytes. Each operand's
+    tile keeps its layout in shared memory (rows padded against bank conflicts) and arrives by
+    16-byte cp.async where its rows and batch stride are multiples of 4 floats, else by 4 bytes."""
+    ends = {"m": ("m0", M, tc.bm), "n": ("n0", N, tc.bn), "k": ("k0", "k_end", tc.bk)}
+    sides: list[dict[str, Any]] = []
+    for X, (outer, inner), bstride in (
+        ("A", ("k", "m") if st.a_t else ("m", "k"), st.a_bstride),
+        ("B", ("n", "k") if st.b_t else ("k", "n"), st.b_bstride),
+    ):
+        ld = {"m": M, "n": N, "k": K}[inner]
+        ld_value = {"m": st.M, "n": st.N, "k": st.K}[inner]
+        rows, cols = ends[outer][2], ends[inner][2]
+        pitch = cols + (8 if inner == "k" else 4)  # fragment loads then hit 32 different banks
+        vec = 4 if ld_value % 4 == 0 and bstride % 4 == 0 else 1
+        sides.append({
+            "X": X, "rows": rows, "cols": cols, "row_dim": outer.upper(), "col_dim": inner.upper(),
+            "row_var": outer, "col_var": inner, "row_base": ends[outer][0], "col_base": ends[inner][0],
+            "ok": f"{outer} < {ends[outer][1]} && {inner} < {ends[inner][1]}", "ld": ld,
+            "src": f"{X}b", "pitch": pitch, "stage": rows * pitch, "vec": vec,
+        })  # fmt: skip
+    a, b = sides
+    text = kernel_templates().render(
+        "gemm_tc", **common, sides=sides, bm=tc.bm, bn=tc.bn, bk=tc.bk, stages=tc.stages, threads=tc.threads,
+        warps_n=tc.warps_n, fresh=tc.fresh_steps, wtm=tc.bm // tc.warps_m, wtn=tc.bn // tc.warps_n,
+        a_ld=a["pitch"], b_ld=b["pitch"], a_stage=a["stage"], b_stage=b["stage"], a_wide=a["vec"] == 4,
+        b_wide=b["vec"] == 4, raster=knobs.raster,
+    ).text  # fmt: skip
+    return text, 4 * tc.stages * (a["stage"] + b["stage"])
 
 
 def render_gemv(ctx: Context, k: int, st: GemmStage) -> Kernel:
@@ -959,7 +1029,7 @@ def render_candidate(rec: Recognition, knobs: Knobs, header: Header) -> str:
             half="float16" in ctx.dtypes,
             bf16="bfloat16" in ctx.dtypes,
             pipeline=ctx.pipeline,
-            wmma=ctx.wmma,
+            mma=ctx.mma,
         )
         .text
     )

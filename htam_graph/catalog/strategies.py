@@ -100,7 +100,7 @@ def _no_tf32_tensor_cores() -> str:
 
 
 def _tf32x3(scope: Scope, knobs: Knobs) -> Knobs | str:
-    return _no_tf32_tensor_cores() or _after_reg_tile("tf32x3")(scope, knobs)
+    return _no_tf32_tensor_cores() or _needs(GemmStage, "GEMM", _set(tf32x3=True))(scope, knobs)
 
 
 def _block_size(scope: Scope, knobs: Knobs) -> Knobs | str:
@@ -380,18 +380,18 @@ CURRICULUM: dict[F, list[str]] = {
         *_ROW_TAIL,
     ],
     F.MATMUL: [
+        # First: on the H200 the 3xTF32 mma.sync tile is the fastest GEMM the catalog has (2.65 ms on a
+        # 4096 GEMM against 3.25 ms on CUDA cores and cuBLAS's 2.68 ms; bench/results/gemm-tc-2026-12-03-h200/).
+        "precision_tensor_cores.tf32_3x_split",
+        "data_reuse.l2_tile_rasterization",
         "data_reuse.register_tiling",
         "memory_access.vectorized_float4",
         "parallelism.split_k",
         "data_reuse.smem_padding_swizzle",
-        "data_reuse.l2_tile_rasterization",
         "data_reuse.cp_async_double_buffer",
         "parallelism.multi_element_ilp",
         "launch_config.launch_bounds_occupancy",
         "compute_efficiency.unroll_and_specialize",
-        # Last: on the H200 the 3xTF32 tile is slower than the CUDA-core one (4.1 vs 3.4 ms on a
-        # 4096 GEMM, bench/results/tf32x3-diag-2026-12-02-h200/diag-square.json).
-        "precision_tensor_cores.tf32_3x_split",
     ],
     F.CONV: [
         "fusion.conv_epilogue",

@@ -86,76 +86,38 @@ struct HtamBlock {
     std::unique_ptr<std::barrier<>> block;
     std::vector<std::unique_ptr<std::barrier<>>> warps;
     std::vector<uint64_t> lanes;
+    std::vector<unsigned> mma;  // per lane: the A and B fragment registers of htam_mma_tf32
 };
 thread_local HtamBlock* htam_block;
 thread_local int htam_lane, htam_warp;
 
-// WMMA (mma.h) for fp32 data in TF32: every thread of the warp holds the whole tile in its
-// fragment, so the warp-wide calls need no exchange (elementwise loops over x[] see the
-// same elements everywhere, in the same order); lane 0 alone stores. mma_sync uses only
-// the upper 19 bits of each TF32 operand, as the tensor cores do.
-inline float htam_tf32_bits(float x, bool round) {
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    if ((u & 0x7f800000u) != 0x7f800000u) {
-        if (round) u += 0x1000u;  // cvt.rna: to nearest, ties away from zero
-        u &= 0xffffe000u;
+inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
+inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
+
+// mma.sync m16n8k8 in TF32 (the catalog's htam_mma_tf32; its PTX is taken out of the source): each lane posts
+// its A (16x8, 4 registers) and B (8x8, 2 registers) fragment registers, and after a warp barrier computes its
+// own 4 outputs from the whole tiles, in PTX's fragment layout. The tensor cores read only the upper 19 bits of
+// each TF32 operand, and so does this.
+inline void htam_mma_tf32(float* d, const unsigned* a, const unsigned* b) {
+    unsigned* mine = &htam_block->mma[(htam_warp * 32 + htam_lane) * 6];
+    for (int e = 0; e < 4; ++e) mine[e] = a[e];
+    mine[4] = b[0];
+    mine[5] = b[1];
+    htam_block->warps[htam_warp]->arrive_and_wait();
+    const unsigned* warp = &htam_block->mma[htam_warp * 32 * 6];
+    auto A = [&](int row, int k) { return __uint_as_float(warp[((row % 8) * 4 + k % 4) * 6 + row / 8 + 2 * (k / 4)] & 0xffffe000u); };
+    auto B = [&](int k, int col) { return __uint_as_float(warp[(col * 4 + k % 4) * 6 + 4 + k / 4] & 0xffffe000u); };
+    const int g = htam_lane / 4, t = htam_lane % 4;
+    float out[4];
+    for (int e = 0; e < 4; ++e) {
+        const int row = g + 8 * (e / 2), col = 2 * t + e % 2;
+        float acc = d[e];
+        for (int k = 0; k < 8; ++k) acc = fmaf(A(row, k), B(k, col), acc);
+        out[e] = acc;
     }
-    memcpy(&x, &u, 4);
-    return x;
+    htam_block->warps[htam_warp]->arrive_and_wait();  // every lane has read the tiles before any posts new ones
+    for (int e = 0; e < 4; ++e) d[e] = out[e];
 }
-namespace nvcuda {
-namespace wmma {
-struct matrix_a {};
-struct matrix_b {};
-struct accumulator {};
-struct row_major {};
-struct col_major {};
-namespace precision { struct tf32 {}; }
-enum layout_t { mem_row_major, mem_col_major };
-template <typename Use, int M, int N, int K> struct htam_shape;
-template <int M, int N, int K> struct htam_shape<matrix_a, M, N, K> { static constexpr int rows = M, cols = K; };
-template <int M, int N, int K> struct htam_shape<matrix_b, M, N, K> { static constexpr int rows = K, cols = N; };
-template <int M, int N, int K> struct htam_shape<accumulator, M, N, K> { static constexpr int rows = M, cols = N; };
-template <typename Use, int M, int N, int K, typename T, typename Layout = void> struct fragment {
-    static constexpr int rows = htam_shape<Use, M, N, K>::rows, cols = htam_shape<Use, M, N, K>::cols;
-    static constexpr int num_elements = rows * cols;
-    float x[rows * cols];  // row-major
-};
-inline float __float_to_tf32(float x) { return htam_tf32_bits(x, true); }
-template <typename Use, int M, int N, int K, typename T, typename L>
-inline void fill_fragment(fragment<Use, M, N, K, T, L>& f, float v) {
-    for (int e = 0; e < f.num_elements; ++e) f.x[e] = v;
-}
-template <typename Use, int M, int N, int K, typename L>
-inline void load_matrix_sync(fragment<Use, M, N, K, precision::tf32, L>& f, const float* p, unsigned ldm) {
-    constexpr bool col = std::is_same_v<L, col_major>;
-    for (int r = 0; r < f.rows; ++r)
-        for (int c = 0; c < f.cols; ++c) f.x[r * f.cols + c] = col ? p[r + (size_t)c * ldm] : p[(size_t)r * ldm + c];
-}
-template <int M, int N, int K>
-inline void store_matrix_sync(float* p, const fragment<accumulator, M, N, K, float>& f, unsigned ldm, layout_t layout) {
-    if (htam_lane != 0) return;
-    for (int r = 0; r < M; ++r)
-        for (int c = 0; c < N; ++c)
-            (layout == mem_col_major ? p[r + (size_t)c * ldm] : p[(size_t)r * ldm + c]) = f.x[r * N + c];
-}
-template <int M, int N, int K, typename LA, typename LB>
-inline void mma_sync(fragment<accumulator, M, N, K, float>& d, const fragment<matrix_a, M, N, K, precision::tf32, LA>& a,
-                     const fragment<matrix_b, M, N, K, precision::tf32, LB>& b,
-                     const fragment<accumulator, M, N, K, float>& c) {
-    float out[M * N];
-    for (int i = 0; i < M; ++i)
-        for (int j = 0; j < N; ++j) {
-            float acc = c.x[i * N + j];
-            for (int k = 0; k < K; ++k)
-                acc = fmaf(htam_tf32_bits(a.x[i * K + k], false), htam_tf32_bits(b.x[k * N + j], false), acc);
-            out[i * N + j] = acc;
-        }
-    memcpy(d.x, out, sizeof(out));
-}
-}  // namespace wmma
-}  // namespace nvcuda
 
 
 inline void __syncthreads() { htam_block->block->arrive_and_wait(); }
@@ -207,6 +169,7 @@ inline void htam_run(void (*f)(A...), const unsigned* d, size_t smem, void** arg
         for (unsigned w = 0; w < warps; ++w)
             block->warps.push_back(std::make_unique<std::barrier<>>(std::min(32u, threads - 32 * w)));
         block->lanes.assign(warps * 32, 0);
+        block->mma.assign(warps * 32 * 6, 0);
         return block;
     };
     unsigned long long current = 0;

@@ -25,10 +25,13 @@ from htam_graph.runner.native import CTYPES, parse_kernels, parse_signature
 
 SHIM = Path(__file__).with_name("cpu_cuda.h")
 _EXTERN_SHARED = re.compile(r"extern\s+__shared__\s+(\w+)\s+(\w+)\s*\[\s*\]\s*;")
+# The tensor-core helper is inline PTX; cpu_cuda.h has its own.
+_PTX_HELPER = re.compile(r"^__device__ __forceinline__ void htam_mma_tf32\(.*?^}\n", re.MULTILINE | re.DOTALL)
 
 
 def _cpu_source(source: str) -> str:
-    body = re.sub(r"^\s*#\s*include\s*<(?:cuda\w*|mma)\.h>\s*$", "", source, flags=re.MULTILINE)
+    body = re.sub(r"^\s*#\s*include\s*<cuda\w*\.h>\s*$", "", source, flags=re.MULTILINE)
+    body = _PTX_HELPER.sub("", body)
     body = _EXTERN_SHARED.sub(r"\1* \2 = reinterpret_cast<\1*>(htam_dynamic_smem);", body)
     wrappers = [
         f'extern "C" void htam_launch_{name}(const unsigned* d, size_t smem, void** args) '

@@ -70,6 +70,7 @@ OWN = {
     "matmul_3d_2d": F.GEMM_EPILOGUE,
     "matmul_tall_k": F.MATMUL,
     "matmul_transposed_scale": F.GEMM_EPILOGUE,
+    "matmul_transposed_a": F.GEMM_EPILOGUE,
     "loss_cosine": F.LOSS,
     "loss_kl_batchmean": F.LOSS,
     "loss_nll_sum": F.LOSS,

@@ -284,6 +284,7 @@ def row_mapping(st: RowStage, knobs: Knobs) -> str:
 ASSUMED_SMS = 132  # H200; only shape decisions use it, grids are sized from the GPU at run time
 SMEM_STATIC = 48 * 1024
 SMEM_OPT_IN = 200 * 1024
+CACHED_ROW_BLOCK = 1024
 
 
 def _acc_value(field: Field, acc: int, res: str, R: int) -> str:
@@ -490,9 +491,12 @@ class RowRender:
         unfused = st.mode == "element" and not knobs.fuse_stats and self.mapping in ("block", "warp")
         params = [f"const {ctype(b.dtype)}* __restrict__ in{i}" for i, b in enumerate(st.inputs)]
         lines: list[str] = []
+        # A row cached in shared memory (up to 200 KB) leaves room for one block per SM: it gets 1024 threads,
+        # enough loads in flight to keep the memory busy, and launch bounds that cap registers to fit them.
+        block = CACHED_ROW_BLOCK if self.caches else knobs.block
         common: dict[str, Any] = dict(  # noqa: C408 - the template's variables, by name
-            name=name, idx=self.idx, ridx=self.ridx, block=knobs.block, ilp=knobs.ilp, V=self.V, rows=rows, R=R,
-            launch_bounds=knobs.launch_bounds, reduce=knobs.reduce, levels=self.level_context(),
+            name=name, idx=self.idx, ridx=self.ridx, block=block, ilp=knobs.ilp, V=self.V, rows=rows, R=R,
+            launch_bounds=knobs.launch_bounds or bool(self.caches), reduce=knobs.reduce, levels=self.level_context(),
         )  # fmt: skip
         if self.mapping == "split":
             return self.render_split(name, params, common)
@@ -524,9 +528,9 @@ class RowRender:
             blocks = math.ceil(self.rows / (knobs.block // 32))
             grid = self.ctx.grid(blocks, knobs.block, knobs.persistent)
         else:
-            grid = self.ctx.grid(self.rows, knobs.block, knobs.persistent)
+            grid = self.ctx.grid(self.rows, block, knobs.persistent)
         shared = str(getattr(self, "cache_bytes", 0)) if self.caches else "0"
-        lines.append(launch_line(name, f"({grid},)", f"({knobs.block},)", args, shared))
+        lines.append(launch_line(name, f"({grid},)", f"({block},)", args, shared))
         kernel = Kernel(text, lines, name)
         if unfused:
             apply = self.render_apply(f"{name}_apply", ws)

@@ -43,9 +43,9 @@ def _unit(dtype: str, sources: list[str]) -> str:
     half, bf16 = dtype == "float16", dtype == "bfloat16"
     heads = sorted(
         {
-            kernel_templates().render("common", half=h, bf16=b, pipeline=p, wmma=w).text.strip()
+            kernel_templates().render("common", half=h, bf16=b, pipeline=p, mma=m).text.strip()
             for p in (False, True)
-            for w in (False, True)
+            for m in (False, True)
             for h in {False, half}
             for b in {False, bf16}
         },
@@ -57,7 +57,7 @@ def _unit(dtype: str, sources: list[str]) -> str:
         head = max((h for h in heads if text.startswith(h)), key=len)
         kernels = text[len(head) :].replace(EXTERN_C, "")
         body.append(f"namespace v{i} {{\n{kernels}\n}}")
-    return kernel_templates().render("common", half=half, bf16=bf16, pipeline=True, wmma=True).text + "\n".join(body)
+    return kernel_templates().render("common", half=half, bf16=bf16, pipeline=True, mma=True).text + "\n".join(body)
 
 
 @pytest.mark.nvcc

@@ -788,14 +788,11 @@ def _render_gemm_tc(
             "ok": f"{outer} < {ends[outer][1]} && {inner} < {ends[inner][1]}", "ld": ld,
             "src": f"{X}b", "pitch": pitch, "stage": rows * pitch, "vec": vec,
         })  # fmt: skip
-    a, b = sides
     text = kernel_templates().render(
         "gemm_tc", **common, sides=sides, bm=tc.bm, bn=tc.bn, bk=tc.bk, stages=tc.stages, threads=tc.threads,
-        warps_n=tc.warps_n, fresh=tc.fresh_steps, wtm=tc.bm // tc.warps_m, wtn=tc.bn // tc.warps_n,
-        a_ld=a["pitch"], b_ld=b["pitch"], a_stage=a["stage"], b_stage=b["stage"], a_wide=a["vec"] == 4,
-        b_wide=b["vec"] == 4, raster=knobs.raster,
+        warps_n=tc.warps_n, fresh=tc.fresh_steps, wtm=tc.bm // tc.warps_m, wtn=tc.bn // tc.warps_n, raster=knobs.raster,
     ).text  # fmt: skip
-    return text, 4 * tc.stages * (a["stage"] + b["stage"])
+    return text, 4 * tc.stages * sum(side["stage"] for side in sides)
 
 
 def render_gemv(ctx: Context, k: int, st: GemmStage) -> Kernel:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from htam_graph.catalog import ir
-from htam_graph.catalog.expr import Const, Expr, Load, Op, Pick, Val, op, substitute, vals
+from htam_graph.catalog.expr import Const, Expr, Load, Op, Pick, Val, op, substitute, vals, walk
 from htam_graph.catalog.ir import Node, Unsupported
 
 _ZERO = Const(0.0)  # a placeholder expression until the builder sets the real one
@@ -173,18 +173,30 @@ class RowStage(Stage):
 
         def level(k: int) -> int:
             if k not in memo:
-                deps = [a for s in _scalar_keys(self.accs[k].expr) for a in _acc_keys(self.scalars[s])]
+                deps = [a for s in scalar_keys(self.accs[k].expr) for a in acc_keys(self.scalars[s])]
                 memo[k] = 1 + max((level(a) for a in deps), default=-1)
             return memo[k]
 
         return [level(k) for k in range(len(self.accs))]
 
 
-def _scalar_keys(expr: Expr) -> list[int]:
+@dataclass
+class GemmRowStage(Stage):
+    """A GEMM and the row stage over its output's rows in one kernel (the tensor-core GEMM
+    holds whole rows of C in registers, so the row statistics and the per-element output
+    never pass through memory): softmax(q @ k^T * scale), layer norm of a Linear layer's rows.
+    `inputs` are the GEMM's; the row stage reads only the GEMM's result, as its slot 0."""
+
+    kind: ClassVar[str] = "gemm_row"
+    gemm: GemmStage
+    row: RowStage
+
+
+def scalar_keys(expr: Expr) -> list[int]:
     return sorted(int(k[1:]) for k in vals(expr) if k.startswith("s"))
 
 
-def _acc_keys(expr: Expr) -> list[int]:
+def acc_keys(expr: Expr) -> list[int]:
     return sorted(int(k[1:]) for k in vals(expr) if k.startswith("a"))
 
 
@@ -663,3 +675,51 @@ def _dtype_round(value: Expr, dtype: str) -> Expr:
 
 def build_program(output: Node, params: dict[str, ir.Param], fusion: Fusion) -> Program:
     return ProgramBuilder(output, params, fusion).build()
+
+
+ROW_ACC_KINDS = ("sum", "max", "min")
+
+
+def gemm_row_fusable(gemm: GemmStage, row: RowStage, later: list[Stage], output: Buffer, max_n: int, max_k: int) -> str:
+    """Why `row` cannot run inside `gemm`'s kernel ("" when it can): it must read nothing but
+    the GEMM's result, element by element, over whole rows of it."""
+    if [b.name for b in row.inputs] != [gemm.out.name]:
+        return "the row stage reads more than the GEMM's result"
+    if gemm.out.name == output.name or any(b.name == gemm.out.name for st in later for b in st.inputs):
+        return "the GEMM's result is used after the row stage"
+    if row.mode != "element" or row.inner != 1 or row.R != gemm.N or row.outer != gemm.batch * gemm.M:
+        return "the row stage's rows are not the GEMM's rows"
+    row_len, depth = gemm.N, gemm.K
+    if row_len > max_n or depth > max_k or depth % 8:
+        return f"rows of {row_len} (at most {max_n}) or K = {depth} (a multiple of 8, at most {max_k})"
+    if any(a.kind not in ROW_ACC_KINDS for a in row.accs):
+        return "a row statistic other than sum, max or min"
+    exprs = [a.expr for a in row.accs] + list(row.scalars) + [row.out_expr]
+    for e in exprs:
+        for sub in walk(e):
+            if isinstance(sub, Pick) or (isinstance(sub, Load) and (sub.slot != 0 or sub.row or not sub.full)):
+                return "the row stage reads the GEMM's result other than element by element"
+    return ""
+
+
+def fuse_gemm_rows(program: Program, max_n: int, max_k: int) -> Program:
+    """`program` with each GEMM whose result only a following row stage reads, over whole rows,
+    merged with that stage (`GemmRowStage`); the GEMM's result is then never allocated."""
+    stages: list[Stage] = []
+    temps = list(program.temps)
+    i = 0
+    while i < len(program.stages):
+        st = program.stages[i]
+        nxt = program.stages[i + 1] if i + 1 < len(program.stages) else None
+        if (
+            isinstance(st, GemmStage)
+            and isinstance(nxt, RowStage)
+            and not gemm_row_fusable(st, nxt, program.stages[i + 2 :], program.output, max_n, max_k)
+        ):
+            stages.append(GemmRowStage(inputs=st.inputs, out=nxt.out, gemm=st, row=nxt))
+            temps = [t for t in temps if t.name != st.out.name]
+            i += 2
+            continue
+        stages.append(st)
+        i += 1
+    return Program(stages, program.output, program.output_shape, temps)

@@ -22,6 +22,7 @@ from htam_graph.catalog.knobs import Knobs
 from htam_graph.catalog.program import (
     Buffer,
     ConvStage,
+    GemmRowStage,
     GemmStage,
     PointwiseStage,
     PoolStage,
@@ -29,7 +30,10 @@ from htam_graph.catalog.program import (
     RowStage,
     ScanStage,
     Stage,
+    acc_keys,
     build_program,
+    fuse_gemm_rows,
+    scalar_keys,
 )
 from htam_graph.templating import kernel_templates
 
@@ -795,6 +799,88 @@ def _render_gemm_tc(
     return text, 4 * tc.stages * sum(side["stage"] for side in sides)
 
 
+GEMM_ROW_WARPS_M = 2  # warps along the rows: a block holds 16 x GEMM_ROW_WARPS_M rows of C
+GEMM_ROW_MAX_NI = 16  # tensor-core tiles of 16x8 per warp: 64 accumulators per thread
+GEMM_ROW_MAX_N = 8 * 8 * GEMM_ROW_MAX_NI  # at most 8 warps along a row
+GEMM_ROW_MAX_K = 128
+GEMM_ROW_BK = 16
+_ROW_INIT = {"sum": "0.0f", "max": "-INFINITY", "min": "INFINITY"}
+
+
+def render_gemm_row(ctx: Context, k: int, st: GemmRowStage) -> Kernel:
+    """A GEMM and the row stage over its rows in one kernel (gemm_row.j2): 32 whole rows of C
+    per block, held in registers while the row statistics are reduced and the output is stored."""
+    g, r = st.gemm, st.row
+    name = f"k{k}_gemm_row"
+    warps_n = min(8, math.ceil(g.N / (8 * GEMM_ROW_MAX_NI // 2)))
+    NI = math.ceil(g.N / (8 * warps_n))
+    cols, bk, bm = warps_n * NI * 8, GEMM_ROW_BK, 16 * GEMM_ROW_WARPS_M
+    slices = math.ceil(g.K / bk)
+    a_ld = slices * bk + 8  # 8-byte fragment loads then hit 32 different banks
+    if g.b_t:  # B's slice as [n][k]: rows of bk + 8
+        b_ld, b_vec = bk + 8, 4
+        b_stage, b_copies = cols * b_ld, cols * bk // b_vec
+    else:  # [k][n]: rows padded to 4 mod 32 floats
+        b_ld, b_vec = cols + (4 - cols) % 32, 4 if g.N % 4 == 0 else 1
+        b_stage, b_copies = bk * b_ld, bk * cols // b_vec
+    row_values = {f"a{i}": f"a{i}[h]" for i in range(len(r.accs))}  # per row: h = 0, 1 (rows gq, gq + 8)
+    row_values |= {f"s{j}": f"s{j}[h]" for j in range(len(r.scalars))}
+
+    def code(expr: Expr, prefix: str) -> tuple[list[str], str]:
+        em = Emitter(lambda ld: "x", row_values, prefix=prefix, fast_math=ctx.knobs.fast_math)
+        result = em.emit(expr)
+        return em.lines, result
+
+    epilogue_lines: list[str] = []
+    epilogue_result = "x"
+    if g.epilogue is not None:
+        fast = ctx.knobs.fast_math
+        ep = Emitter(lambda ld: scalar_load(ctx, g, ld, "i_out"), {"acc": "x"}, prefix="ep", fast_math=fast)
+        epilogue_result = ep.emit(g.epilogue)
+        epilogue_lines = ep.lines
+    # A scalar is computed right after the last statistic it uses (directly or through other
+    # scalars; -1: before any), a statistic in the pass after the scalars it uses.
+    memo: dict[str, int] = {}
+
+    def pass_of(key: str) -> int:
+        if key not in memo:
+            kind, i = key[0], int(key[1:])
+            e = r.accs[i].expr if kind == "a" else r.scalars[i]
+            deps = [pass_of(f"s{j}") for j in scalar_keys(e)] + [pass_of(f"a{a}") for a in acc_keys(e)]
+            memo[key] = (1 + max(deps, default=-1)) if kind == "a" else max(deps, default=-1)
+        return memo[key]
+
+    acc_levels = [pass_of(f"a{i}") for i in range(len(r.accs))]
+    scalar_levels = [pass_of(f"s{j}") for j in range(len(r.scalars))]
+    levels = []
+    for level in range(-1, max(acc_levels, default=-1) + 1):
+        accs = []
+        for i, acc in enumerate(r.accs):
+            if acc_levels[i] == level:
+                lines, result = code(acc.expr, f"r{i}_")
+                accs.append({"id": i, "kind": acc.kind, "init": _ROW_INIT[acc.kind], "lines": lines, "result": result})
+        scalars = []
+        for j, scalar in enumerate(r.scalars):
+            if scalar_levels[j] == level:
+                lines, result = code(scalar, f"q{j}_")
+                scalars.append({"id": j, "lines": lines, "result": result})
+        levels.append({"accs": accs, "scalars": scalars})
+    out_lines, out_result = code(r.out_expr, "o")
+    threads = 32 * GEMM_ROW_WARPS_M * warps_n
+    text = kernel_templates().render(
+        "gemm_row", name=name, params=pointer_params(st), warps_m=GEMM_ROW_WARPS_M, warps_n=warps_n, threads=threads,
+        NI=NI, bm=bm, bk=bk, slices=slices, M=g.M, N=g.N, K=g.K, a_t=g.a_t, b_t=g.b_t, a_ld=a_ld, b_ld=b_ld,
+        b_vec=b_vec, b_stage=b_stage, b_copies=b_copies, b_rows=cols, b_cols=cols, a_bstride=g.a_bstride,
+        b_bstride=g.b_bstride, max_k=GEMM_ROW_MAX_K,
+        epilogue_lines=epilogue_lines, epilogue_result=epilogue_result, levels=levels, out_lines=out_lines,
+        out_result=out_result, out_t=ctype(r.out.dtype),
+    ).text  # fmt: skip
+    ctx.mma = ctx.pipeline = True
+    shared = 4 * (bm * a_ld + 2 * b_stage)
+    grid = f"({math.ceil(g.M / bm)}, {g.batch})"
+    return Kernel(text, [launch_line(name, grid, f"({threads},)", pointer_args(st), str(shared))], name)
+
+
 def render_gemv(ctx: Context, k: int, st: GemmStage) -> Kernel:
     knobs = ctx.knobs
     name = f"k{k}_gemv"
@@ -970,6 +1056,7 @@ RENDERERS: dict[type[Stage], Callable[[Context, int, Any], Kernel]] = {
     PointwiseStage: render_pointwise,
     RowStage: render_row,
     GemmStage: render_gemm,
+    GemmRowStage: render_gemm_row,
     ConvStage: render_conv,
     PoolStage: render_pool,
     ScanStage: render_scan,
@@ -1020,6 +1107,8 @@ def _param_ref(buf: Buffer) -> str:
 def render_candidate(rec: Recognition, knobs: Knobs, header: Header) -> str:
     """The candidate file for `rec` with `knobs` (Unsupported when a stage has no template)."""
     program = build_program(rec.output, rec.params, knobs.fusion)
+    if knobs.tf32x3 and knobs.fuse_stats:  # a row stage over a GEMM's rows runs in the tensor-core GEMM's kernel
+        program = fuse_gemm_rows(program, GEMM_ROW_MAX_N, GEMM_ROW_MAX_K)
     for stage in program.stages:  # forward names parameters through self
         stage.inputs = [Buffer(_param_ref(b), b.shape, b.dtype, b.role) for b in stage.inputs]
     kernels, ctx = render_kernels(program, knobs, _device(rec, program))

@@ -424,8 +424,11 @@ CURRICULUM: dict[F, list[str]] = {
 }
 CURRICULUM[F.GEMM_EPILOGUE] = [
     "fusion.gemm_epilogue",
-    *CURRICULUM[F.MATMUL],
+    CURRICULUM[F.MATMUL][0],
+    # Right after the tensor-core tile: with it, a row stage over the GEMM's rows (softmax of attention
+    # scores, a classifier's log-softmax) runs in the GEMM's kernel (gemm_row.j2); elsewhere it does not apply.
     "fusion.stats_and_normalize",
+    *CURRICULUM[F.MATMUL][1:],
     "reduction_sync.online_softmax",
 ]
 

@@ -66,6 +66,7 @@ OWN = {
     "control_flow_dispatch": F.ELEMENTWISE,
     "gemm_groupnorm_hardtanh": F.GEMM_EPILOGUE,
     "gemm_sigmoid_sum": F.GEMM_EPILOGUE,
+    "gemm_logsoftmax": F.GEMM_EPILOGUE,
     "gemm_batchnorm_train": F.GEMM_EPILOGUE,
     "matmul_3d_2d": F.GEMM_EPILOGUE,
     "matmul_tall_k": F.MATMUL,

@@ -26,7 +26,8 @@ IN_CI = bool(os.environ.get("CI"))
 
 FUSED = {"fuse_prologue": True, "fuse_epilogue": True, "fuse_stats": True}
 # Paths the small shapes above do not reach: long rows (split, shared-memory rows, warps),
-# GEMM variants on their own (3xTF32 among them), split-K, shared-memory conv tiles, block scans.
+# GEMM variants on their own (3xTF32 among them, also with the row stage after it in its kernel), split-K,
+# shared-memory conv tiles, block scans.
 TARGETED: list[tuple[str, tuple[int, ...], dict[str, object]]] = [
     ("level1/7_Softmax", (3, 4096), {**FUSED, "online": True, "split": True, "vec": True, "ilp": 4}),
     ("level1/7_Softmax", (3, 4100), {**FUSED, "row_cache": True, "smem_opt_in": True, "reduce": "two_level"}),
@@ -43,6 +44,11 @@ TARGETED: list[tuple[str, tuple[int, ...], dict[str, object]]] = [
     ("level1/1_Square_matmul", (133,), {"tf32x3": True, "raster": True}),  # rows of 133: 4-byte copies
     ("level2/4_Gemm_GELU", (20, 2400, 40), {"split_k": True, "tf32x3": True, "fuse_epilogue": True}),
     ("level2/8_Bmm_Scale_Softmax", (3, 37, 12), {"tf32x3": True, "fuse_epilogue": True}),
+    # GEMM rows and their softmax in one kernel (gemm_row.j2): a partial warp of columns, several warps, K of 8
+    ("level2/8_Bmm_Scale_Softmax", (3, 37, 16), {**FUSED, "tf32x3": True}),
+    ("level2/8_Bmm_Scale_Softmax", (2, 150, 24), {"tf32x3": True, "fuse_stats": True}),
+    ("level2/8_Bmm_Scale_Softmax", (2, 70, 8), {"tf32x3": True, "fuse_epilogue": True, "fuse_stats": True}),
+    ("gemm_logsoftmax", (6, 24, 45), {"tf32x3": True, "fuse_epilogue": True, "fuse_stats": True}),  # bias loads
     ("level2/6_Conv2d_Bias_ReLU", (2, 5, 8, 19, 21), {"smem_tile": True, "fuse_epilogue": True, "specialize": True}),
     ("level2/6_Conv2d_Bias_ReLU", (2, 5, 8, 19, 21), {"reg_tile": True, "grid_stride": True, "ldg": True}),
     ("level1/20_Cumsum", (5, 3001), {"scan": "block", "index32": True}),
@@ -63,7 +69,7 @@ def _cases() -> list[tuple[str, str, str]]:
             continue
         for variant, knobs in (("base", Knobs()), ("all", everything(rec))):
             cases.append((f"{name} {variant}", source, render(rec, knobs)))
-    builtin = suite()
+    builtin = {**suite(), **own()}
     for tid, sizes, changes in TARGETED:
         source = shrink(builtin[tid], sizes)
         rec = recognized(source)

@@ -20,7 +20,7 @@ from htam_graph.llm.base import Usage
 from htam_graph.loop.optimizer import load_steps
 from htam_graph.loop.records import RunManifest, RunSummary, StepRecord
 from htam_graph.loop.runs import MANIFEST
-from htam_graph.runner.models import EvalResult
+from htam_graph.runner.models import EvalResult, Timing
 from htam_graph.tasks import builtin_suite_dir, load_tasks
 from htam_graph.vocab import Verdict
 
@@ -39,6 +39,9 @@ RUN_TYPES = {
     "candidate_ms": "float64",
     "eager_ms": "float64",
     "compile_ms": "float64",
+    "candidate_gpu_ms": "float64",
+    "eager_gpu_ms": "float64",
+    "compile_gpu_ms": "float64",
 }
 STEP_TYPES = {
     **_FLOATS,
@@ -168,13 +171,25 @@ def _run_row(spec: RunSpec, folder: Path, records: list[StepRecord], tag: str, l
         "speedup": result.speedup_eager if result else None,
         "speedup_compile": result.speedup_compile if result else None,
         "best_step": best[0].index if best is not None else None,
-        "candidate_ms": result.candidate.median_ms if result and result.candidate else None,
-        "eager_ms": result.reference_eager.median_ms if result and result.reference_eager else None,
-        "compile_ms": result.reference_compile.median_ms if result and result.reference_compile else None,
+        # What a call costs (the GPU's time, or the host's when larger): the speedups divide these.
+        "candidate_ms": _cost(result.candidate if result else None),
+        "eager_ms": _cost(result.reference_eager if result else None),
+        "compile_ms": _cost(result.reference_compile if result else None),
+        "candidate_gpu_ms": _gpu(result.candidate if result else None),
+        "eager_gpu_ms": _gpu(result.reference_eager if result else None),
+        "compile_gpu_ms": _gpu(result.reference_compile if result else None),
         **verdicts,
         **_usage(summary.usage),
         "seconds": sum(_seconds(r) for r in records),
     }
+
+
+def _cost(timing: Timing | None) -> float | None:
+    return timing.cost_ms if timing is not None else None
+
+
+def _gpu(timing: Timing | None) -> float | None:
+    return timing.median_ms if timing is not None else None
 
 
 def _step_row(spec: RunSpec, record: StepRecord) -> dict:

@@ -92,6 +92,11 @@ def test_tables_hold_a_row_per_run_and_per_step(finished):
     csv = pd.read_csv(out / "results" / "runs.csv")
     assert csv["run_id"].tolist() == runs["run_id"].tolist()
     assert csv["speedup"].tolist() == pytest.approx(runs["speedup"].tolist(), nan_ok=True)
+    # The *_ms columns are the costs the speedups divide (GPU or host time, the larger), the
+    # *_gpu_ms columns the GPU times alone.
+    ok = runs[runs["correct"]]
+    assert len(ok) and ok["speedup"].tolist() == pytest.approx((ok["eager_ms"] / ok["candidate_ms"]).tolist())
+    assert (ok["candidate_ms"] >= ok["candidate_gpu_ms"]).all() and (ok["eager_ms"] >= ok["eager_gpu_ms"]).all()
     assert len(pd.read_csv(out / "results" / "steps.csv")) == len(steps)
     assert summary["runs"] == len(runs) and [m["method"] for m in summary["methods"]] == list(METHODS)
 

@@ -692,6 +692,8 @@ def gemm_row_fusable(gemm: GemmStage, row: RowStage, later: list[Stage], output:
     row_len, depth = gemm.N, gemm.K
     if row_len > max_n or depth > max_k or depth % 8:
         return f"rows of {row_len} (at most {max_n}) or K = {depth} (a multiple of 8, at most {max_k})"
+    if gemm.batch > 65535:
+        return f"a batch of {gemm.batch} (a grid's second dimension holds at most 65535)"
     if any(a.kind not in ROW_ACC_KINDS for a in row.accs):
         return "a row statistic other than sum, max or min"
     exprs = [a.expr for a in row.accs] + list(row.scalars) + [row.out_expr]

@@ -720,6 +720,8 @@ def render_gemm(ctx: Context, k: int, st: GemmStage) -> Kernel:
     knobs = ctx.knobs
     if max(st.M, st.N, st.K) * max(st.M, st.N) > INT32_MAX * 8 or max(st.M, st.N, st.K) > INT32_MAX // 2:
         raise Unsupported("a GEMM with dimensions beyond 32-bit indices")
+    if st.batch > 65535:
+        raise Unsupported(f"a batched GEMM of {st.batch} matrices (a grid's third dimension holds at most 65535)")
     if st.N == 1:
         return render_gemv(ctx, k, st)
     name = f"k{k}_gemm"

@@ -50,3 +50,19 @@ def test_a_row_stage_fuses_only_over_whole_rows_of_a_result_nothing_else_reads()
     assert "rows are not" in _fusable("torch.softmax(s, dim=0)")
     assert "at most 1024" in _fusable("torch.softmax(s, dim=-1)", n=2048)
     assert "multiple of 8" in _fusable("torch.softmax(s, dim=-1)", k=12)
+    assert "at most 65535" in _fusable_batched(70000)
+
+
+def _fusable_batched(batch: int) -> str:
+    source = TEMPLATE.replace("a @ b.t()", "torch.bmm(a, b.transpose(1, 2))").format(
+        body="torch.softmax(s, dim=-1)", n=8, k=8
+    )
+    source = source.replace(
+        "torch.randn(40, 8), torch.randn(8, 8)", f"torch.randn({batch}, 2, 8), torch.randn({batch}, 8, 8)"
+    )
+    rec = recognized(source)
+    assert rec is not None
+    program = build_program(rec.output, rec.params, FUSED.fusion)
+    gemm, row = program.stages[0], program.stages[1]
+    assert isinstance(gemm, GemmStage) and isinstance(row, RowStage)
+    return gemm_row_fusable(gemm, row, program.stages[2:], program.output, 1024, 128)

@@ -419,7 +419,13 @@ def _markdown(
         )
     parts.append("## Per task")
     parts.append("Best correct speedup over eager of each seed's run (✗: no correct candidate).")
-    parts.append(_per_task(runs, [m.value for m in config.methods]))
+    parts.append(per_task_table(runs, [m.value for m in config.methods], "speedup"))
+    if runs["speedup_compile"].notna().any():
+        parts.append(
+            "The same runs' best candidates over torch.compile, timed in the same judge (-: not timed; "
+            "1.00 is torch.compile's speed)."
+        )
+        parts.append(per_task_table(runs, [m.value for m in config.methods], "speedup_compile"))
     parts.append(DEFINITIONS)
     return "\n\n".join(parts) + "\n"
 
@@ -453,13 +459,18 @@ def _compile_reference(evaluator: str, asked: bool, runs: pd.DataFrame) -> str:
     return "not timed (--no-compile-reference)" if not asked else "not timed: no correct candidate"
 
 
-def _per_task(runs: pd.DataFrame, methods: list[str]) -> str:
+def per_task_table(runs: pd.DataFrame, methods: list[str], column: str) -> str:
+    """Per task and method, `column` of each seed's run (✗: no correct candidate, -: not timed)."""
+
+    def cell(correct: bool, value: float) -> str:
+        return "✗" if not correct else "-" if pd.isna(value) else f"{value:.2f}"
+
     rows = []
     for task_id, group in runs.groupby("task_id", sort=False):
         cells = [f"`{task_id}`", str(group["family"].iloc[0])]
         for method in methods:
             mine = group[group["method"] == method].sort_values("seed")
-            cells.append(" / ".join(f"{r.speedup:.2f}" if r.correct else "✗" for r in mine.itertuples()))
+            cells.append(" / ".join(cell(c, v) for c, v in zip(mine["correct"], mine[column], strict=True)))
         rows.append(cells)
     return _table(["task", "family", *methods], rows)
 

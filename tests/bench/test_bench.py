@@ -21,7 +21,7 @@ from click.testing import CliRunner
 
 from htam_graph.bench.metrics import per_family, task_metrics, unseen_progress
 from htam_graph.bench.plan import BenchManifest, Layout, streams
-from htam_graph.bench.report import write_report
+from htam_graph.bench.report import per_task_table, write_report
 from htam_graph.bench.results import collect, task_family
 from htam_graph.cli import cli
 from htam_graph.errors import UserError
@@ -382,3 +382,21 @@ def test_bad_input_is_one_error_before_anything_is_written(extra, message, finis
     assert isinstance(result.exception, UserError), result.output
     assert message in str(result.exception)
     assert not out.exists() and manifest.read_bytes() == before
+
+
+def test_the_per_task_table_marks_failed_and_untimed_runs():
+
+    runs = pd.DataFrame(
+        {
+            "task_id": ["a", "a", "b", "b"],
+            "family": ["softmax"] * 4,
+            "method": ["htam", "feedback"] * 2,
+            "seed": [0] * 4,
+            "correct": [True, True, False, True],
+            "speedup": [1.5, 2.0, math.nan, 0.5],
+            "speedup_compile": [0.75, 1.0, math.nan, math.nan],
+        }
+    )
+    over_compile = per_task_table(runs, ["feedback", "htam"], "speedup_compile").splitlines()
+    assert over_compile[2:] == ["| `a` | softmax | 1.00 | 0.75 |", "| `b` | softmax | - | ✗ |"]
+    assert per_task_table(runs, ["feedback", "htam"], "speedup").splitlines()[3] == "| `b` | softmax | 0.50 | ✗ |"

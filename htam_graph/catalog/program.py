@@ -173,7 +173,7 @@ class RowStage(Stage):
 
         def level(k: int) -> int:
             if k not in memo:
-                deps = [a for s in scalar_keys(self.accs[k].expr) for a in acc_keys(self.scalars[s])]
+                deps = [a for s in _scalar_keys(self.accs[k].expr) for a in _acc_keys(self.scalars[s])]
                 memo[k] = 1 + max((level(a) for a in deps), default=-1)
             return memo[k]
 
@@ -192,11 +192,11 @@ class GemmRowStage(Stage):
     row: RowStage
 
 
-def scalar_keys(expr: Expr) -> list[int]:
+def _scalar_keys(expr: Expr) -> list[int]:
     return sorted(int(k[1:]) for k in vals(expr) if k.startswith("s"))
 
 
-def acc_keys(expr: Expr) -> list[int]:
+def _acc_keys(expr: Expr) -> list[int]:
     return sorted(int(k[1:]) for k in vals(expr) if k.startswith("a"))
 
 

@@ -20,6 +20,7 @@ from htam_graph.catalog.families import Recognition
 from htam_graph.catalog.ir import Unsupported
 from htam_graph.catalog.knobs import Knobs
 from htam_graph.catalog.program import (
+    ROW_ACC_KINDS,
     Buffer,
     ConvStage,
     GemmRowStage,
@@ -30,10 +31,8 @@ from htam_graph.catalog.program import (
     RowStage,
     ScanStage,
     Stage,
-    acc_keys,
     build_program,
     fuse_gemm_rows,
-    scalar_keys,
 )
 from htam_graph.templating import kernel_templates
 
@@ -806,7 +805,7 @@ GEMM_ROW_MAX_NI = 16  # tensor-core tiles of 16x8 per warp: 64 accumulators per 
 GEMM_ROW_MAX_N = 8 * 8 * GEMM_ROW_MAX_NI  # at most 8 warps along a row
 GEMM_ROW_MAX_K = 128
 GEMM_ROW_BK = 16
-_ROW_INIT = {"sum": "0.0f", "max": "-INFINITY", "min": "INFINITY"}
+_ROW_INIT = dict(zip(ROW_ACC_KINDS, ("0.0f", "-INFINITY", "INFINITY"), strict=True))  # sum, max, min
 
 
 def render_gemm_row(ctx: Context, k: int, st: GemmRowStage) -> Kernel:
@@ -814,7 +813,7 @@ def render_gemm_row(ctx: Context, k: int, st: GemmRowStage) -> Kernel:
     per block, held in registers while the row statistics are reduced and the output is stored."""
     g, r = st.gemm, st.row
     name = f"k{k}_gemm_row"
-    warps_n = min(8, math.ceil(g.N / (8 * GEMM_ROW_MAX_NI // 2)))
+    warps_n = min(8, math.ceil(g.N / (8 * GEMM_ROW_MAX_NI // 2)))  # a warp takes 64 columns or more
     NI = math.ceil(g.N / (8 * warps_n))
     cols, bk, bm = warps_n * NI * 8, GEMM_ROW_BK, 16 * GEMM_ROW_WARPS_M
     slices = math.ceil(g.K / bk)
@@ -840,20 +839,10 @@ def render_gemm_row(ctx: Context, k: int, st: GemmRowStage) -> Kernel:
         ep = Emitter(lambda ld: scalar_load(ctx, g, ld, "i_out"), {"acc": "x"}, prefix="ep", fast_math=fast)
         epilogue_result = ep.emit(g.epilogue)
         epilogue_lines = ep.lines
-    # A scalar is computed right after the last statistic it uses (directly or through other
-    # scalars; -1: before any), a statistic in the pass after the scalars it uses.
-    memo: dict[str, int] = {}
-
-    def pass_of(key: str) -> int:
-        if key not in memo:
-            kind, i = key[0], int(key[1:])
-            e = r.accs[i].expr if kind == "a" else r.scalars[i]
-            deps = [pass_of(f"s{j}") for j in scalar_keys(e)] + [pass_of(f"a{a}") for a in acc_keys(e)]
-            memo[key] = (1 + max(deps, default=-1)) if kind == "a" else max(deps, default=-1)
-        return memo[key]
-
-    acc_levels = [pass_of(f"a{i}") for i in range(len(r.accs))]
-    scalar_levels = [pass_of(f"s{j}") for j in range(len(r.scalars))]
+    # Passes as the row kernel orders them: a statistic after those its scalars use (row_fields,
+    # with no one-pass pairs), a scalar right after the last statistic it uses (-1: before any).
+    acc_levels = [field.level for field in row_fields(r, Knobs())]
+    scalar_levels = [max((acc_levels[a] for a in deps), default=-1) for deps in _scalar_accs(r)]
     levels = []
     for level in range(-1, max(acc_levels, default=-1) + 1):
         accs = []
@@ -872,7 +861,7 @@ def render_gemm_row(ctx: Context, k: int, st: GemmRowStage) -> Kernel:
     text = kernel_templates().render(
         "gemm_row", name=name, params=pointer_params(st), warps_m=GEMM_ROW_WARPS_M, warps_n=warps_n, threads=threads,
         NI=NI, bm=bm, bk=bk, slices=slices, M=g.M, N=g.N, K=g.K, a_t=g.a_t, b_t=g.b_t, a_ld=a_ld, b_ld=b_ld,
-        b_vec=b_vec, b_stage=b_stage, b_copies=b_copies, b_rows=cols, b_cols=cols, a_bstride=g.a_bstride,
+        b_vec=b_vec, b_stage=b_stage, b_copies=b_copies, cols=cols, a_bstride=g.a_bstride,
         b_bstride=g.b_bstride, max_k=GEMM_ROW_MAX_K,
         epilogue_lines=epilogue_lines, epilogue_result=epilogue_result, levels=levels, out_lines=out_lines,
         out_result=out_result, out_t=ctype(r.out.dtype),

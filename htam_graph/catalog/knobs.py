@@ -37,6 +37,9 @@ class Knobs(BaseModel):
     reduce: Literal["tree", "shuffle", "two_level"] = Field("tree", description="block reduction")
     online: bool = Field(False, description="max and sum of exponentials in one pass (online softmax)")
     welford: bool = Field(False, description="mean and variance in one pass (Welford)")
+    row_regs: bool = Field(
+        False, description="a row's inputs kept in registers between passes (when a thread's share fits in 32)"
+    )
     row_cache: bool = Field(False, description="a row's inputs kept in shared memory between passes")
     smem_opt_in: bool = Field(False, description="dynamic shared memory above 48 KB")
     scan: Literal["serial", "block"] = Field("serial", description="a thread per row, or a block-wide scan")
@@ -51,6 +54,9 @@ class Knobs(BaseModel):
     # data reuse (GEMM, convolution)
     reg_tile: bool = Field(False, description="register-tiled outputs (8x8 per thread in GEMMs)")
     smem_tile: bool = Field(False, description="shared-memory input tiles (convolution)")
+    window_reuse: bool = Field(
+        False, description="adjacent pooling outputs per thread, each input their windows share read once"
+    )
     cp_async: bool = Field(False, description="cp.async double-buffered GEMM tiles")
     smem_pad: bool = Field(False, description="padded shared-memory tiles against bank conflicts")
     raster: bool = Field(False, description="grouped (L2-friendly) order of GEMM tiles")

@@ -288,6 +288,7 @@ ASSUMED_SMS = 132  # H200; only shape decisions use it, grids are sized from the
 SMEM_STATIC = 48 * 1024
 SMEM_OPT_IN = 200 * 1024
 CACHED_ROW_BLOCK = 1024
+MAX_ROW_REGS = 32  # 32-bit registers per thread that a row kept in registers may take
 
 
 def _acc_value(field: Field, acc: int, res: str, R: int) -> str:
@@ -319,7 +320,10 @@ class RowRender:
         V = 16 // max(widths) if widths and self.knobs.vec else 1
         self.V = V if self.mapping != "column" and st.R % V == 0 else 1
         self.scalar_level = self._scalar_levels()
+        self.block, self.nit = self.knobs.block, 0  # the register caches set both
         self.caches = self._caches()
+        if self.caches and not self.nit:
+            self.block = CACHED_ROW_BLOCK
 
     def _scalar_levels(self) -> list[int]:
         accs = _scalar_accs(self.st)
@@ -327,15 +331,22 @@ class RowRender:
         return [max((field_of[a].level for a in deps), default=0) for deps in accs]
 
     def _caches(self) -> list[dict[str, Any]]:
-        """Shared-memory copies of the row's inputs when later passes read them again."""
+        """Copies of the row's inputs that later passes read again: in registers (each thread
+        its own accesses) when a thread's share fits in MAX_ROW_REGS, else in shared memory."""
         st = self.st
         passes = len(self.levels) + (1 if st.mode == "element" and self.knobs.fuse_stats else 0)
-        if not (self.knobs.row_cache and self.mapping == "block" and passes > 1):
+        if not ((self.knobs.row_cache or self.knobs.row_regs) and self.mapping == "block" and passes > 1):
             return []
         later = [f.expr for f in self.fields if f.level > 0]
         if st.mode == "element" and self.knobs.fuse_stats:
             later.append(st.out_expr)
         slots = sorted({ld.slot for e in later for ld in ex.loads(e) if ld.full and not ld.row})
+        if self.knobs.row_regs and slots:
+            regs = self._register_caches(slots)
+            if regs:
+                return regs
+        if not self.knobs.row_cache:
+            return []
         caches, offset = [], 0
         for slot in slots:
             caches.append({"slot": slot, "ctype": ctype(st.inputs[slot].dtype), "offset": offset})
@@ -345,6 +356,23 @@ class RowRender:
             return []
         self.cache_bytes = offset
         return caches
+
+    def _register_caches(self, slots: list[int]) -> list[dict[str, Any]]:
+        """Register arrays of the row's accesses per thread, with the smallest block from the
+        knobs' up to 1024 threads whose share fits; sets the block and the (unrolled) number
+        of iterations of each pass. Empty when no block fits."""
+        st, V, ilp = self.st, self.V, self.knobs.ilp
+        block = self.knobs.block
+        while True:
+            nit = math.ceil(st.R / (block * V * ilp))
+            words = sum(nit * ilp * -(-V * ITEMSIZE[st.inputs[s].dtype] // 4) for s in slots)
+            if words <= MAX_ROW_REGS:
+                break
+            if block >= CACHED_ROW_BLOCK:
+                return []
+            block *= 2
+        self.block, self.nit = block, nit
+        return [{"slot": s, "ctype": ctype(st.inputs[s].dtype), "regs": nit * ilp} for s in slots]
 
     # -- code pieces ----------------------------------------------------------------------
     def scalar_values(self, upto: int) -> dict[str, str]:
@@ -380,15 +408,18 @@ class RowRender:
         lines = []
         for slot in slots:
             T, V = ctype(self.st.inputs[slot].dtype), self.V
+            where = (
+                f"reg{slot}[it * {self.knobs.ilp} + u]"
+                if self.nit
+                else f"*reinterpret_cast<Pack<{T}, {V}>*>(cache{slot} + r)"
+            )
             if slot in cached and not first:
-                lines.append(
-                    f"const Pack<{T}, {V}> p{slot} = *reinterpret_cast<const Pack<{T}, {V}>*>(cache{slot} + r);"
-                )
+                lines.append(f"const Pack<{T}, {V}> p{slot} = {where};")
                 continue
             mode = self.ctx.load_mode(self.st.inputs[slot].dtype, True)
             lines.append(f"const Pack<{T}, {V}> p{slot} = ld_pack<{mode}, {T}, {V}>(in{slot} + e);")
             if slot in cached:
-                lines.append(f"*reinterpret_cast<Pack<{T}, {V}>*>(cache{slot} + r) = p{slot};")
+                lines.append(f"{where} = p{slot};")
         return lines
 
     def element_load(self, j: int, packed: set[int]) -> Callable[[Load], str]:
@@ -496,10 +527,12 @@ class RowRender:
         lines: list[str] = []
         # A row cached in shared memory (up to 200 KB) leaves room for one block per SM: it gets 1024 threads,
         # enough loads in flight to keep the memory busy, and launch bounds that cap registers to fit them.
-        block = CACHED_ROW_BLOCK if self.caches else knobs.block
+        # A row in registers gets the block its share fits in, and launch bounds for the same reason.
+        block = self.block
         common: dict[str, Any] = dict(  # noqa: C408 - the template's variables, by name
             name=name, idx=self.idx, ridx=self.ridx, block=block, ilp=knobs.ilp, V=self.V, rows=rows, R=R,
             launch_bounds=knobs.launch_bounds or bool(self.caches), reduce=knobs.reduce, levels=self.level_context(),
+            nit=self.nit,
         )  # fmt: skip
         if self.mapping == "split":
             return self.render_split(name, params, common)
@@ -979,6 +1012,16 @@ def _src_code(ctx: Context, st: Stage, src: Expr, index: str, var: str, indent: 
     return em.code(indent) + f"\n{indent}const float {var} = {value};"
 
 
+def pool_cols(st: PoolStage, knobs: Knobs) -> int:
+    """Adjacent outputs of the last dim per thread (pool_cols.j2) under `knobs`; 1: a thread per output."""
+    if not knobs.window_reuse:
+        return 1
+    return next((c for c in POOL_COLS if st.out_sizes[-1] % c == 0), 1)
+
+
+POOL_COLS = (4, 2)
+
+
 def render_pool(ctx: Context, k: int, st: PoolStage) -> Kernel:
     knobs = ctx.knobs
     name = f"k{k}_pool"
@@ -986,17 +1029,20 @@ def render_pool(ctx: Context, k: int, st: PoolStage) -> Kernel:
     idx = ctx.index_type(st.out.numel, *(b.numel for b in st.inputs))
     in_strides = [math.prod(st.in_sizes[d + 1 :]) for d in range(D)]
     offset = " + ".join(f"({idx})at{d} * {s}" if s != 1 else f"at{d}" for d, s in enumerate(in_strides))
+    C = pool_cols(st, knobs)
+    src_code = _src_code(ctx, st, st.src, "src", "v", " " * (20 if C > 1 else 12))
     text = kernel_templates().render(
-        "pool", name=name, params=pointer_params(st), idx=idx, op=st.op, kernel=list(st.kernel),
+        "pool_cols" if C > 1 else "pool", C=C, name=name, params=pointer_params(st), idx=idx, op=st.op,
+        kernel=list(st.kernel),
         stride=list(st.stride), padding=list(st.padding), dilation=list(st.dilation), in_sizes=list(st.in_sizes),
         out_sizes=list(st.out_sizes), planes=st.planes, out_count=math.prod(st.out_sizes),
-        in_count=math.prod(st.in_sizes), src_offset=offset, src_code=_src_code(ctx, st, st.src, "src", "v", " " * 12),
+        in_count=math.prod(st.in_sizes), src_offset=offset, src_code=src_code,
         divisor=st.divisor, count_include_pad=st.count_include_pad,
         spans=" * ".join(f"span{d}" for d in range(D)), counts=" * ".join(f"(e{d} - s{d})" for d in range(D)),
-        store=epilogue_store(ctx, st, st.epilogue, "value", "i", " " * 8), block=knobs.block,
+        store=epilogue_store(ctx, st, st.epilogue, "value", "i", " " * (12 if C > 1 else 8)), block=knobs.block,
         launch_bounds=knobs.launch_bounds, grid_stride=knobs.grid_stride, specialize=knobs.specialize,
     ).text  # fmt: skip
-    blocks = math.ceil(st.out.numel / knobs.block)
+    blocks = math.ceil(st.out.numel // C / knobs.block)
     grid = ctx.grid(blocks, knobs.block, knobs.grid_stride)
     return Kernel(text, [launch_line(name, f"({grid},)", f"({knobs.block},)", pointer_args(st))], name)
 

@@ -193,8 +193,8 @@ STRATEGIES: dict[str, Strategy] = {
         ),
         Strategy(
             "data_reuse.row_in_registers",
-            "the row kept in shared memory between passes (above 48 KB by opting in)",
-            _rows(_set(row_cache=True, smem_opt_in=True)),
+            "the row kept in registers between passes (a thread's share of it, up to 32 registers)",
+            _rows(_set(row_regs=True)),
         ),
         Strategy("data_reuse.l2_tile_rasterization", "grouped (L2-friendly) tile order", _after_reg_tile("raster")),
         Strategy(
@@ -321,11 +321,21 @@ STRATEGIES: dict[str, Strategy] = {
             "",
             _not_here("reordering the reference's arithmetic is not in the catalog"),
         ),
-        Strategy("algorithmic.sliding_window_reuse", "", _not_here("the catalog's pooling reads each window directly")),
+        Strategy(
+            "algorithmic.sliding_window_reuse",
+            "4 (or 2) adjacent pooling outputs per thread, each input of their windows read once",
+            _needs(PoolStage, "pooling", _set(window_reuse=True)),
+        ),
     ]
 }
 
 _FUSE = ["fusion.elementwise_chain", "fusion.stats_and_normalize"]
+
+
+def _unique(order: list[str]) -> list[str]:
+    return list(dict.fromkeys(order))
+
+
 _ROW_TAIL = [
     "memory_access.vectorized_float4",
     "reduction_sync.block_two_level",
@@ -356,22 +366,36 @@ CURRICULUM: dict[F, list[str]] = {
         "compute_efficiency.fast_math_intrinsics",
     ],
     F.REDUCTION: [*_FUSE, "parallelism.split_long_rows", *_ROW_TAIL],
-    F.SOFTMAX: [
-        *_FUSE,
-        "reduction_sync.online_softmax",
-        "data_reuse.row_in_registers",
-        "launch_config.dynamic_smem_opt_in",
-        "parallelism.split_long_rows",
-        *_ROW_TAIL,
-    ],
-    F.NORM: [
-        *_FUSE,
-        "reduction_sync.welford_one_pass",
-        "parallelism.split_long_rows",
-        "data_reuse.row_in_registers",
-        "launch_config.dynamic_smem_opt_in",
-        *_ROW_TAIL,
-    ],
+    # Rows read more than once: 16-byte loads, then the row kept in registers between its passes with
+    # two-level block reductions, the combination that took softmax, log-softmax, RMSNorm and fp16 layer
+    # norm within 1-7% of torch.compile (bench/results/row-regs-2026-12-03-h200/). One-pass statistics come
+    # after: on a row in registers they only add arithmetic (0.70x against 0.96x on fp16 layer norm), and
+    # they are what the split of a few long rows needs.
+    F.SOFTMAX: _unique(
+        [
+            *_FUSE,
+            "memory_access.vectorized_float4",
+            "data_reuse.row_in_registers",
+            "reduction_sync.block_two_level",
+            "reduction_sync.online_softmax",
+            "parallelism.split_long_rows",
+            "compute_efficiency.unroll_and_specialize",
+            "launch_config.dynamic_smem_opt_in",
+            *_ROW_TAIL,
+        ]
+    ),
+    F.NORM: _unique(
+        [
+            *_FUSE,
+            "reduction_sync.welford_one_pass",
+            "parallelism.split_long_rows",
+            "memory_access.vectorized_float4",
+            "data_reuse.row_in_registers",
+            "reduction_sync.block_two_level",
+            "launch_config.dynamic_smem_opt_in",
+            *_ROW_TAIL,
+        ]
+    ),
     F.LOSS: [
         "fusion.loss_reduction",
         *_FUSE,
@@ -404,6 +428,7 @@ CURRICULUM: dict[F, list[str]] = {
         "compute_efficiency.cheap_index_math",
     ],
     F.POOLING: [
+        "algorithmic.sliding_window_reuse",
         "compute_efficiency.unroll_and_specialize",
         "compute_efficiency.cheap_index_math",
         "memory_access.readonly_ldg_restrict",

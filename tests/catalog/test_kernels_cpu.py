@@ -32,6 +32,11 @@ TARGETED: list[tuple[str, tuple[int, ...], dict[str, object]]] = [
     ("level1/7_Softmax", (3, 4096), {**FUSED, "online": True, "split": True, "vec": True, "ilp": 4}),
     ("level1/7_Softmax", (3, 4100), {**FUSED, "row_cache": True, "smem_opt_in": True, "reduce": "two_level"}),
     ("level1/7_Softmax", (5, 4096), {**FUSED, "rows": "warp", "online": True, "vec": True}),
+    # rows in registers: a partial last access, several accesses per thread unrolled, a block grown to fit
+    ("level1/7_Softmax", (3, 4100), {**FUSED, "row_regs": True, "ilp": 4, "reduce": "two_level"}),
+    ("level1/8_LogSoftmax", (3, 8192), {**FUSED, "row_regs": True, "vec": True, "block": 64, "online": True}),
+    ("level1/12_LayerNorm_fp16", (4, 1000), {**FUSED, "row_regs": True, "vec": True, "welford": True}),
+    ("level2/7_Add_RMSNorm_bf16", (4, 520), {**FUSED, "row_regs": True, "vec": True, "persistent": True}),
     ("level1/9_LayerNorm", (2, 64, 64), {**FUSED, "welford": True, "split": True, "vec": True, "persistent": True}),
     ("level1/9_LayerNorm", (2, 64, 64), {"welford": True, "reduce": "shuffle", "block": 512, "vec": True}),
     ("level1/15_CrossEntropyLoss", (2050, 6), {**FUSED, "online": True, "split": True, "rows": "warp"}),

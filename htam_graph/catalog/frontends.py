@@ -59,7 +59,9 @@ _MODULES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "Conv1d": ("conv1d", ("stride", "padding", "dilation", "groups"), ("self",)),
     "Conv2d": ("conv2d", ("stride", "padding", "dilation", "groups"), ("self",)),
     "ConvTranspose1d": ("conv_transpose1d", ("stride", "padding", "output_padding", "groups", "dilation"), ("self",)),
+    "Conv3d": ("conv3d", ("stride", "padding", "dilation", "groups"), ("self",)),
     "ConvTranspose2d": ("conv_transpose2d", ("stride", "padding", "output_padding", "groups", "dilation"), ("self",)),
+    "ConvTranspose3d": ("conv_transpose3d", ("stride", "padding", "output_padding", "groups", "dilation"), ("self",)),
     "LayerNorm": ("layer_norm", ("normalized_shape", "eps"), ("self",)),
     "BatchNorm1d": ("batch_norm", ("eps",), ("self",)),
     "BatchNorm2d": ("batch_norm", ("eps",), ("self",)),
@@ -146,8 +148,6 @@ _MODULES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
 }
 _MODULE_OUTPUT_SIZE = {"AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool2d"}
 _UNSUPPORTED_MODULES = {
-    "ConvTranspose3d": "3-D transposed convolution",
-    "Conv3d": "3-D convolution",
     "MultiheadAttention": "attention",
     "LSTM": "recurrent layers",
     "GRU": "recurrent layers",

@@ -105,15 +105,16 @@ class Matmul(Node):
 
 @dataclass(eq=False, kw_only=True)
 class Conv(Node):
-    """A 2D convolution (1D ones arrive as 2D with height 1), NCHW, zero padding; transposed:
-    the gradient of one (weight (C, O / groups, KH, KW); output_padding is in the shape)."""
+    """A 2D or 3D convolution (1D ones arrive as 2D with height 1), NCHW or NCDHW, zero
+    padding; stride, padding and dilation have one entry per spatial dim; transposed: the
+    gradient of one (weight (C, O / groups, [KD,] KH, KW); output_padding is in the shape)."""
 
     x: Node
     weight: Node
     bias: Node | None
-    stride: tuple[int, int]
-    padding: tuple[int, int]
-    dilation: tuple[int, int]
+    stride: tuple[int, ...]
+    padding: tuple[int, ...]
+    dilation: tuple[int, ...]
     groups: int
     transposed: bool = False
 

@@ -95,8 +95,10 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
     "linear": ("weight", "bias"),
     "conv1d": ("weight", "bias", "stride", "padding", "dilation", "groups"),
     "conv2d": ("weight", "bias", "stride", "padding", "dilation", "groups"),
+    "conv3d": ("weight", "bias", "stride", "padding", "dilation", "groups"),
     "conv_transpose1d": ("weight", "bias", "stride", "padding", "output_padding", "groups", "dilation"),
     "conv_transpose2d": ("weight", "bias", "stride", "padding", "output_padding", "groups", "dilation"),
+    "conv_transpose3d": ("weight", "bias", "stride", "padding", "output_padding", "groups", "dilation"),
     "batch_norm": ("running_mean", "running_var", "weight", "bias", "training", "momentum", "eps"),
     "addmm": ("mat1", "mat2", "beta", "alpha"),
     "cosine_similarity": ("x2", "dim", "eps"),
@@ -457,9 +459,9 @@ def _conv(lw: Lowering, args: Args, out: Any) -> Any:
     x, w, bias = _tensor(args), _tensor(args, "weight"), args.get("bias")
     transposed = bool(args.get("transposed"))
     spatial = len(w.shape) - 2
-    if spatial not in (1, 2):
+    if spatial not in (1, 2, 3):
         kind = "transposed convolution" if transposed else "convolution"
-        raise Unsupported(f"{spatial}-D {kind} (the catalog has 1-D and 2-D)")
+        raise Unsupported(f"{spatial}-D {kind} (the catalog has 1-D, 2-D and 3-D)")
     padding = args.get("padding", 0)
     if transposed and isinstance(padding, str):
         raise Unsupported(f"a transposed convolution with padding={padding!r}")
@@ -893,10 +895,12 @@ RULES: dict[str, Callable[[Lowering, Args, Any], Any]] = {
     "addmm": _addmm,
     "conv1d": _conv,
     "conv2d": _conv,
+    "conv3d": _conv,
     "convolution": _conv,
     "batch_norm": _batch_norm,
     "conv_transpose1d": lambda lw, a, o: _conv(lw, {**a, "transposed": True}, o),
     "conv_transpose2d": lambda lw, a, o: _conv(lw, {**a, "transposed": True}, o),
+    "conv_transpose3d": lambda lw, a, o: _conv(lw, {**a, "transposed": True}, o),
     "sum": _reduction("sum"),
     "mean": _reduction("mean"),
     "prod": _reduction("prod"),

@@ -89,24 +89,29 @@ class GemmStage(Stage):
 
 @dataclass
 class ConvStage(Stage):
-    """NCHW direct convolution; slot 0 x, slot 1 weight, slot 2 bias when has_bias."""
+    """NCDHW direct convolution; slot 0 x, slot 1 weight, slot 2 bias when has_bias. A 2-D
+    (or 1-D) convolution has depth 1: D = OD = KD = 1, depth stride 1, padding 0, dilation 1.
+    stride, padding and dilation are (depth, height, width)."""
 
     kind: ClassVar[str] = "conv"
     N: int = 0
     C: int = 0
+    D: int = 1
     H: int = 0
     W: int = 0
     O: int = 0  # noqa: E741 - the convolution's own name for output channels
+    KD: int = 1
     KH: int = 0
     KW: int = 0
-    stride: tuple[int, int] = (1, 1)
-    padding: tuple[int, int] = (0, 0)
-    dilation: tuple[int, int] = (1, 1)
+    stride: tuple[int, ...] = (1, 1, 1)  # (depth, height, width), also below
+    padding: tuple[int, ...] = (0, 0, 0)
+    dilation: tuple[int, ...] = (1, 1, 1)
     groups: int = 1
+    OD: int = 1
     OH: int = 0
     OW: int = 0
     has_bias: bool = False
-    transposed: bool = False  # the gradient of a convolution: weight (C, O / groups, KH, KW)
+    transposed: bool = False  # the gradient of a convolution: weight (C, O / groups, KD, KH, KW)
     epilogue: Expr | None = None
 
 
@@ -190,6 +195,12 @@ class GemmRowStage(Stage):
     kind: ClassVar[str] = "gemm_row"
     gemm: GemmStage
     row: RowStage
+
+
+def _dhw(values: tuple[int, ...], depth: int, spatial: int) -> tuple[int, ...]:
+    """`values` whose last `spatial` entries are (height, width) or (depth, height, width),
+    with `depth` as the depth of a 2-D one."""
+    return values if spatial == 3 else (*values[: len(values) - 2], depth, *values[len(values) - 2 :])
 
 
 def _scalar_keys(expr: Expr) -> list[int]:
@@ -508,12 +519,15 @@ class ProgramBuilder:
 
     def conv(self, node: ir.Conv, root: Node | None, out_node: Node) -> Buffer:
         x, w = self.materialize(node.x), self.materialize(node.weight)
-        N, C, H, W = node.x.shape
-        O, KH, KW = node.shape[1], node.weight.shape[2], node.weight.shape[3]  # noqa: E741 - output channels
+        spatial = len(node.stride)  # 2 or 3: a 2-D convolution has depth 1
+        N, C, D, H, W = _dhw(node.x.shape, 1, spatial)
+        _, O, OD, OH, OW = _dhw(node.shape, 1, spatial)  # noqa: E741 - output channels
+        _, _, KD, KH, KW = _dhw(node.weight.shape, 1, spatial)
         stage = ConvStage(
-            inputs=[x, w], out=self.temp(out_node.shape, out_node.dtype), N=N, C=C, H=H, W=W, O=O, KH=KH, KW=KW,
-            stride=node.stride, padding=node.padding, dilation=node.dilation, groups=node.groups,
-            OH=node.shape[2], OW=node.shape[3], has_bias=node.bias is not None, transposed=node.transposed,
+            inputs=[x, w], out=self.temp(out_node.shape, out_node.dtype), N=N, C=C, D=D, H=H, W=W, O=O, KD=KD,
+            KH=KH, KW=KW, stride=_dhw(node.stride, 1, spatial), padding=_dhw(node.padding, 0, spatial),
+            dilation=_dhw(node.dilation, 1, spatial), groups=node.groups, OD=OD, OH=OH, OW=OW,
+            has_bias=node.bias is not None, transposed=node.transposed,
         )  # fmt: skip
         if node.dtype != "float32":
             raise Unsupported(f"a {node.dtype} convolution (the catalog's convolutions are fp32)")

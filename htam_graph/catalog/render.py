@@ -929,11 +929,17 @@ def render_gemv(ctx: Context, k: int, st: GemmStage) -> Kernel:
 # -- convolution, pooling, scans ----------------------------------------------------------------
 
 
+def conv_flat(st: ConvStage) -> bool:
+    """A 2-D (or 1-D) convolution: depth 1 in the input, kernel and output, no depth padding."""
+    return st.D == st.KD == st.OD == 1 and st.padding[0] == 0
+
+
 def conv_smem_applies(st: ConvStage) -> bool:
-    """Shared-memory tiles: one group, a transposed convolution only with stride 1 (it is then
-    the plain convolution of the flipped kernel); the staged tile must fit a block's shared memory."""
-    plain = not st.transposed or st.stride == (1, 1)
-    return st.groups == 1 and plain and conv_smem_bytes(st) <= 200 * 1024
+    """Shared-memory tiles: a 2-D convolution of one group, a transposed one only with stride
+    1 (it is then the plain convolution of the flipped kernel); the staged tile must fit a
+    block's shared memory. 3-D convolutions use the direct kernel."""
+    plain = not st.transposed or st.stride == (1, 1, 1)
+    return conv_flat(st) and st.groups == 1 and plain and conv_smem_bytes(st) <= 200 * 1024
 
 
 def conv_tile(st: ConvStage) -> tuple[int, int]:
@@ -949,18 +955,18 @@ def conv_geometry(st: ConvStage, flipped: bool) -> dict[str, int]:
     """Stride, padding and dilation the kernel computes with. `flipped` (the shared-memory
     kernel on a stride-1 transposed convolution, which reads input oh + P - k * D): those of
     the plain convolution of the flipped kernel, whose padding is (K - 1) * D - P."""
-    (sh, sw), (ph, pw), (dh, dw) = st.stride, st.padding, st.dilation
+    (sd, sh, sw), (pd, ph, pw), (dd, dh, dw) = st.stride, st.padding, st.dilation
     if flipped:
-        ph, pw = (st.KH - 1) * dh - ph, (st.KW - 1) * dw - pw
-    return {"SH": sh, "SW": sw, "PH": ph, "PW": pw, "DH": dh, "DW": dw}
+        pd, ph, pw = (st.KD - 1) * dd - pd, (st.KH - 1) * dh - ph, (st.KW - 1) * dw - pw
+    return {"SD": sd, "SH": sh, "SW": sw, "PD": pd, "PH": ph, "PW": pw, "DD": dd, "DH": dh, "DW": dw}
 
 
 def conv_smem_spans(st: ConvStage) -> tuple[int, int, int]:
     """Rows and columns of the input tile a block stages (its output tile and the halo), and
     the floats of the 8 channels' tiles, rounded up to 16 bytes."""
     rows, cols = conv_tile(st)
-    span_h = (rows - 1) * st.stride[0] + (st.KH - 1) * st.dilation[0] + 1
-    span_w = (cols - 1) * st.stride[1] + (st.KW - 1) * st.dilation[1] + 1
+    span_h = (rows - 1) * st.stride[1] + (st.KH - 1) * st.dilation[1] + 1
+    span_w = (cols - 1) * st.stride[2] + (st.KW - 1) * st.dilation[2] + 1
     return span_h, span_w, -(-8 * span_h * span_w // 4) * 4
 
 
@@ -978,7 +984,9 @@ def render_conv(ctx: Context, k: int, st: ConvStage) -> Kernel:
     name = f"k{k}_conv"
     sizes = Sizes(knobs.specialize)
     smem = knobs.smem_tile and conv_smem_applies(st)
-    dims = {key: sizes(key, getattr(st, key), "int") for key in ("N", "C", "H", "W", "O", "OH", "OW", "KH", "KW")}
+    depth = not conv_flat(st)
+    keys = ("N", "C", "H", "W", "O", "OH", "OW", "KH", "KW") + (("D", "OD", "KD") if depth else ())
+    dims = {key: sizes(key, getattr(st, key), "int") for key in keys}  # a 2-D kernel never reads D, OD, KD
     geometry = conv_geometry(st, flipped=smem and st.transposed)
     idx = ctx.index_type(st.out.numel, *(b.numel for b in st.inputs))
     oct_ = conv_oct(st, knobs)
@@ -989,11 +997,12 @@ def render_conv(ctx: Context, k: int, st: ConvStage) -> Kernel:
     text = kernel_templates().render(
         "conv", name=name, params=pointer_params(st) + sizes.params, idx=idx, smem_tile=smem, oct=oct_,
         opg=st.O // st.groups, cpg=st.C // st.groups, has_bias=st.has_bias, mode=ctx.load_mode("float32", False),
-        transposed=st.transposed,
+        transposed=st.transposed, depth=depth,
         block=block, launch_bounds=knobs.launch_bounds, grid_stride=knobs.grid_stride, specialize=knobs.specialize,
         span_h=span_h, span_w=span_w, in_floats=in_floats, TH=tile_h, TW=tile_w, store=store,
-        KSH=st.stride[0] // math.gcd(st.stride[0], st.dilation[0]),
-        KSW=st.stride[1] // math.gcd(st.stride[1], st.dilation[1]),
+        KSD=st.stride[0] // math.gcd(st.stride[0], st.dilation[0]),
+        KSH=st.stride[1] // math.gcd(st.stride[1], st.dilation[1]),
+        KSW=st.stride[2] // math.gcd(st.stride[2], st.dilation[2]),
         **dims, **geometry,
     ).text  # fmt: skip
     args = pointer_args(st) + sizes.args
@@ -1001,7 +1010,7 @@ def render_conv(ctx: Context, k: int, st: ConvStage) -> Kernel:
         grid = f"({math.ceil(st.OW / tile_w)}, {math.ceil(st.OH / tile_h)}, {st.N * math.ceil(st.O / 16)})"
         line = launch_line(name, grid, f"({tile_w}, {tile_h})", args, str(conv_smem_bytes(st)))
     else:
-        blocks = math.ceil(st.N * (st.O // oct_) * st.OH * st.OW / block)
+        blocks = math.ceil(st.N * (st.O // oct_) * st.OD * st.OH * st.OW / block)
         line = launch_line(name, f"({ctx.grid(blocks, block, knobs.grid_stride)},)", f"({block},)", args)
     return Kernel(text, [line], name)
 

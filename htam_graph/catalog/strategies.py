@@ -116,7 +116,7 @@ def _smem_tiles(scope: Scope, knobs: Knobs) -> Knobs | str:
     if not convs:
         return "the program has no convolution (its GEMMs are already tiled through shared memory)"
     if not any(conv_smem_applies(c) for c in convs):
-        return "grouped, transposed or too large convolutions use the direct kernel"
+        return "grouped, strided transposed, 3-D or too large convolutions use the direct kernel"
     return _set(smem_tile=True)(scope, knobs)
 
 

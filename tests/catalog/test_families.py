@@ -12,8 +12,9 @@ from htam_graph.catalog.families import recognize
 from htam_graph.catalog.ir import Unsupported
 from htam_graph.catalog.knobs import Knobs
 from htam_graph.catalog.program import ConvStage, GemmStage, build_program
+from htam_graph.catalog.render import conv_smem_applies
 from htam_graph.vocab import OperatorFamily as F
-from tests.catalog.variants import own, render, suite
+from tests.catalog.variants import own, render, singles, suite
 
 SUITE = {
     "level1/1_Square_matmul": F.MATMUL,
@@ -48,6 +49,8 @@ SUITE = {
 }
 OWN = {
     "conv1d_strided": F.CONV,
+    "conv3d_bias_relu_scale": F.CONV,
+    "conv3d_strided_grouped": F.CONV,
     "batchnorm1d_eval": F.ELEMENTWISE,  # eval mode: the running statistics, no reduction
     "batchnorm2d_train": F.NORM,
     "conv_batchnorm_train": F.CONV,
@@ -57,6 +60,8 @@ OWN = {
     "conv_transpose2d": F.CONV,
     "conv_transpose1d_stride1": F.CONV,
     "conv_transpose2d_stride1": F.CONV,
+    "conv_transpose3d": F.CONV,
+    "conv_transpose3d_stride1": F.CONV,
     "conv_strided_dilated": F.CONV,
     "ew_activations": F.ELEMENTWISE,
     "ew_broadcast_where": F.NORM,
@@ -103,7 +108,6 @@ OWN = {
 }
 UNSUPPORTED = {
     "unsupported_attention": "scaled_dot_product_attention",
-    "unsupported_conv_transpose3d": "3-D transposed convolution",
     "unsupported_dropout": "dropout with p=0.5",
     "unsupported_slicing": "indexing or slicing",
 }
@@ -132,6 +136,18 @@ def test_an_anchor_read_by_statistics_is_computed_once(name: str) -> None:
     program = build_program(rec.output, rec.params, Knobs(fuse_prologue=True, fuse_epilogue=True).fusion)
     anchors = [s for s in program.stages if isinstance(s, (GemmStage, ConvStage))]
     assert len(anchors) == 1, [type(s).__name__ for s in program.stages]
+
+
+@pytest.mark.parametrize("name", ["conv3d_strided_grouped", "conv_transpose3d_stride1"])
+def test_a_3d_convolution_keeps_the_direct_kernel(name: str) -> None:
+    """3-D convolutions carry their depth into the stage and are never given the 2-D
+    shared-memory tiles (the strategy that asks for them does not compose)."""
+    rec = recognize(own()[name])
+    (conv,) = (s for s in build_program(rec.output, rec.params, Knobs().fusion).stages if isinstance(s, ConvStage))
+    assert conv.D > 1 and conv.KD == 3 and conv.OD > 1 and len(conv.stride) == 3
+    assert not conv_smem_applies(conv)
+    assert not {"algorithmic.direct_conv_smem", "data_reuse.smem_tiling"} & set(singles(rec))
+    assert "__shared__" not in render(rec, Knobs(smem_tile=True))
 
 
 def test_control_flow_is_read_through_the_dispatcher() -> None:

@@ -1,4 +1,4 @@
-"""A 3-D transposed convolution (not in the catalog: its convolutions are 1-D and 2-D)."""
+"""ConvTranspose3d, stride 1, no padding, with bias."""
 
 import torch
 import torch.nn as nn

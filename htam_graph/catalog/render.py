@@ -1028,7 +1028,9 @@ def pool_cols(st: PoolStage, knobs: Knobs) -> int:
     return next((c for c in POOL_COLS if st.out_sizes[-1] % c == 0), 1)
 
 
-POOL_COLS = (4, 2)
+# 2 adjacent outputs per thread: on the H200, 4 and 8 were slower (max pooling 0.166 and 0.302 ms
+# against 0.160, average pooling 0.247 and 0.461 against 0.178; bench/results/pool-cols-2026-12-03-h200/)
+POOL_COLS = (2,)
 
 
 def render_pool(ctx: Context, k: int, st: PoolStage) -> Kernel:

@@ -323,7 +323,7 @@ STRATEGIES: dict[str, Strategy] = {
         ),
         Strategy(
             "algorithmic.sliding_window_reuse",
-            "4 (or 2) adjacent pooling outputs per thread, each input of their windows read once",
+            "2 adjacent pooling outputs per thread, each input of their windows read once",
             _needs(PoolStage, "pooling", _set(window_reuse=True)),
         ),
     ]

@@ -59,7 +59,7 @@ def test_a_single_pass_row_has_nothing_to_keep() -> None:
     assert "reg0[" not in _candidate("level1/10_RMSNorm", vec=True, row_regs=True)
 
 
-@pytest.mark.parametrize(("task", "cols"), [("level1/13_MaxPool2d", 4), ("level1/14_AvgPool2d", 4)])
+@pytest.mark.parametrize(("task", "cols"), [("level1/13_MaxPool2d", 2), ("level1/14_AvgPool2d", 2)])
 def test_pooling_windows_share_their_inputs_across_a_threads_outputs(task: str, cols: int) -> None:
     code = _candidate(task, window_reuse=True)
     assert "float xs[" in code
@@ -67,7 +67,7 @@ def test_pooling_windows_share_their_inputs_across_a_threads_outputs(task: str, 
 
 
 def test_window_reuse_declines_an_odd_last_dim() -> None:
-    """Output rows of odd length cannot be cut into groups of 2 or 4: the strategy does not compose."""
+    """Output rows of odd length cannot be cut into pairs: the strategy does not compose."""
     rec = recognized(shrink(suite()["level1/13_MaxPool2d"], (2, 3, 10, 10)))  # 5 outputs a row
     assert rec is not None
     assert apply(rec, Knobs(), "algorithmic.sliding_window_reuse", lambda k: render(rec, k)).reason

@@ -369,8 +369,9 @@ CURRICULUM: dict[F, list[str]] = {
     # Rows read more than once: 16-byte loads, then the row kept in registers between its passes with
     # two-level block reductions, the combination that took softmax, log-softmax, RMSNorm and fp16 layer
     # norm within 1-7% of torch.compile (bench/results/row-regs-2026-12-03-h200/). One-pass statistics come
-    # after: on a row in registers they only add arithmetic (0.70x against 0.96x on fp16 layer norm), and
-    # they are what the split of a few long rows needs.
+    # after: on a row in registers they only add arithmetic (0.70x against 0.96x on fp16 layer norm; tried
+    # before the registers, Welford won a step by 3% and then kept the registers out), and they are what
+    # the split of a few long rows needs.
     F.SOFTMAX: _unique(
         [
             *_FUSE,
@@ -387,11 +388,11 @@ CURRICULUM: dict[F, list[str]] = {
     F.NORM: _unique(
         [
             *_FUSE,
-            "reduction_sync.welford_one_pass",
-            "parallelism.split_long_rows",
             "memory_access.vectorized_float4",
             "data_reuse.row_in_registers",
             "reduction_sync.block_two_level",
+            "reduction_sync.welford_one_pass",
+            "parallelism.split_long_rows",
             "launch_config.dynamic_smem_opt_in",
             *_ROW_TAIL,
         ]

@@ -31,9 +31,10 @@ from htam_graph.catalog.families import Recognition, recognize
 from htam_graph.catalog.ir import Unsupported
 from htam_graph.catalog.knobs import Knobs
 from htam_graph.catalog.render import Header, render_candidate
-from htam_graph.catalog.strategies import STRATEGIES, Applied, apply, curriculum
+from htam_graph.catalog.strategies import STRATEGIES, Applied, apply, curriculum, first_kernel
 from htam_graph.errors import UserError
 from htam_graph.llm.base import Completion, InvalidAnswer, LLMClient, Prompt, T
+from htam_graph.vocab import Verdict
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +49,7 @@ class CatalogClient(LLMClient):
     def __init__(self, model: str | None = None) -> None:
         self.model = model or CATALOG_MODEL
         self._rendered: dict[tuple[str, str], str] = {}
+        self._first: dict[str, tuple[Knobs, list[str]]] = {}
 
     def check(self) -> None:
         if self.model != CATALOG_MODEL:
@@ -86,7 +88,7 @@ class CatalogClient(LLMClient):
             rec = recognize(state["task"]["source"])
         except Unsupported:
             return None
-        knobs, _ = best_record(state)
+        knobs, _, _ = self._start(rec, state)
         tried = _tried_since_best(state)
         order = curriculum(rec.family)
         composing: dict[str, list[str]] = {}
@@ -105,7 +107,7 @@ class CatalogClient(LLMClient):
             rec = recognize(state["task"]["source"])
         except Unsupported as e:
             return {"local_id": offered[0]["id"], "reason": f"the catalog has no kernels for this model ({e})"}
-        knobs, _ = best_record(state)
+        knobs, _, _ = self._start(rec, state)
         tried = _tried_since_best(state)
         family = rec.family.value
         order = curriculum(rec.family)
@@ -135,7 +137,7 @@ class CatalogClient(LLMClient):
         state = context["state"]
         try:
             rec = recognize(state["task"]["source"])
-            knobs, strategies = best_record(state)
+            knobs, strategies, first = self._start(rec, state)
             local, glob = context.get("local"), context.get("glob")
             if local is not None:
                 order = [local["id"]]
@@ -148,7 +150,7 @@ class CatalogClient(LLMClient):
                 return f"No candidate: nothing in the {what} changes this kernel ({reasons})."
             header = Header(
                 CATALOG_MODEL, rec.describe(), [chosen.id], [f"{sid}: {why}" for sid, why in skipped],
-                [*strategies, chosen.id],
+                [*strategies, chosen.id], first,
             )  # fmt: skip
             source = render_candidate(rec, chosen.knobs, header)
         except Unsupported as e:
@@ -170,6 +172,23 @@ class CatalogClient(LLMClient):
         return f"The catalog cannot repair its templates; here is its base kernel.\n```python\n{source}```\n"
 
     # -- helpers --------------------------------------------------------------------------------
+    def _start(self, rec: Recognition, state: dict[str, Any]) -> tuple[Knobs, list[str], list[str]]:
+        """The kernel a step builds on: its knobs, the strategies in it, and the family's
+        first-kernel strategies when it is the family's first kernel (else []). That is the
+        run's best (or fastest correct) catalog kernel; before there is one, the family's first
+        kernel (strategies.FIRST_KERNEL), or the plain base kernel once a step built on the
+        first kernel failed (compile error, wrong values, ...), so a first kernel that does not
+        suit a model costs one step, not the run."""
+        recorded = _recorded(state)
+        if recorded is not None:
+            return (*recorded, [])
+        if _failed_without_base(state):
+            return Knobs(), [], []
+        if rec.source_sha256 not in self._first:
+            self._first[rec.source_sha256] = first_kernel(rec, lambda k: self._render(rec, k))
+        knobs, first = self._first[rec.source_sha256]
+        return knobs, first, first
+
     def _apply(self, rec: Recognition, knobs: Knobs, strategy_id: str) -> Applied:
         return apply(rec, knobs, strategy_id, lambda k: self._render(rec, k))
 
@@ -217,16 +236,28 @@ def best_record(state: dict[str, Any]) -> tuple[Knobs, list[str]]:
     """The knobs and strategies of the candidate the catalog builds on (`_base`), from the
     header the catalog wrote into it (the base kernel when it is the reference or not the
     catalog's)."""
+    return _recorded(state) or (Knobs(), [])
+
+
+def _recorded(state: dict[str, Any]) -> tuple[Knobs, list[str]] | None:
+    """best_record's answer when the candidate built on is the catalog's; None when it is the
+    reference, not the catalog's, or a record this catalog cannot read."""
     source = _base(state)["source"]
     match = _RECORD.search(source) if source else None
     if match is None:
-        return Knobs(), []
+        return None
     record = json.loads(match[1])
     try:
         return Knobs(**record.get("knobs", {})), list(record.get("applied", []))
     except ValueError:
         log.warning("the best candidate's catalog record is not this catalog's; starting from the base kernel")
-        return Knobs(), []
+        return None
+
+
+def _failed_without_base(state: dict[str, Any]) -> bool:
+    """Whether a step of the run failed to give a correct kernel (a generation that gave no
+    candidate aside) while the run had none to build on."""
+    return any(p["verdict"] not in (Verdict.OK.value, Verdict.NO_CANDIDATE.value) for p in state.get("path", []))
 
 
 def _under(order: list[str], glob_id: str | None) -> list[str]:

@@ -57,6 +57,7 @@ class Header:
     applied: list[str]
     not_applied: list[str]
     strategies: list[str]
+    first: list[str] = field(default_factory=list)  # the family's first kernel this step started from
 
 
 @dataclass
@@ -1195,6 +1196,7 @@ def render_candidate(rec: Recognition, knobs: Knobs, header: Header) -> str:
             applied=", ".join(header.applied) or "nothing (the base kernel)",
             not_applied="; ".join(header.not_applied) or "-",
             strategies=", ".join(header.strategies) or "none (the base kernel)",
+            first=", ".join(header.first),
             kernels=", ".join(k.name for k in kernels),
             record=json.dumps(record, sort_keys=True),
             cuda=common + "\n" + "\n".join(k.cuda for k in kernels),

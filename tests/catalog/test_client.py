@@ -15,9 +15,10 @@ import pytest
 import torch
 
 from htam_graph.catalog import strategies
-from htam_graph.catalog.client import CatalogClient, best_record
+from htam_graph.catalog.client import CATALOG_MODEL, CatalogClient, best_record
 from htam_graph.catalog.families import recognize
 from htam_graph.catalog.knobs import Knobs
+from htam_graph.catalog.render import Header, render_candidate
 from htam_graph.catalog.strategies import STRATEGIES
 from htam_graph.config import ScoringParams
 from htam_graph.loop.evaluators import StandInEvaluator
@@ -113,7 +114,10 @@ def test_feedback_walks_the_familys_order(tmp_path: Path, store: SQLiteStore) ->
         segments[-1].append(source.split("Applied this step: ", 1)[1].split(".\n", 1)[0])
         if record.best_after > record.best_before:
             segments.append([])
-    assert segments[0][0] == "memory_access.vectorized_float4"  # the elementwise family's first strategy
+    # The first step starts from the family's first kernel and applies the family's next strategy
+    first = steps(summary)[0].final.source or ""
+    assert "first kernel for the family: memory_access.vectorized_float4." in first
+    assert segments[0][0] == "parallelism.multi_element_ilp"  # after vectorized_float4 in the elementwise order
     assert all(len(set(s)) == len(s) for s in segments)
 
 
@@ -139,21 +143,20 @@ def test_answers_are_deterministic(tmp_path: Path) -> None:
 
 def test_while_the_reference_is_best_strategies_build_on_the_fastest_kernel() -> None:
     # A GEMM's register tiles (0.6x eager) are slower than cuBLAS, so the reference stays the
-    # best; the next strategy must still apply to them, not to the 16x16 base kernel.
+    # best; the next strategy must still apply to them, not to the family's first kernel.
     client = CatalogClient()
     task = resolve_task("level2/4_Gemm_GELU").source
+    rec = recognize(task)
+    tiled = render_candidate(
+        rec, Knobs(reg_tile=True), Header(CATALOG_MODEL, rec.describe(), [], [], ["data_reuse.register_tiling"])
+    )
     state = {
         "task": {"source": task},
         "best": {"step_index": None, "source": None, "speedup": 1.0, "feedback": None},
-        "fastest": None,
-        "step_index": 0,
-        "path": [],
+        "fastest": {"step_index": 0, "source": tiled, "speedup": 0.6, "feedback": None},
+        "step_index": 1,
+        "path": [{"index": 0, "local_id": "data_reuse.register_tiling", "verdict": "ok"}],
     }
-    first = client.generate({"state": state, "local": {"id": "data_reuse.register_tiling"}, "glob": None})
-    tiled = first.split("```python\n", 1)[1].rsplit("```", 1)[0]
-    state["fastest"] = {"step_index": 0, "source": tiled, "speedup": 0.6, "feedback": None}
-    state["step_index"] = 1
-    state["path"] = [{"index": 0, "local_id": "data_reuse.register_tiling"}]
     second = client.generate({"state": state, "local": {"id": "memory_access.vectorized_float4"}, "glob": None})
     knobs, applied = best_record({"best": {"source": second.split("```python\n", 1)[1]}})
     assert knobs.reg_tile and knobs.vec, knobs
@@ -161,6 +164,29 @@ def test_while_the_reference_is_best_strategies_build_on_the_fastest_kernel() ->
     # Once a kernel beats the reference it is the best, and the fastest is no longer given.
     state["best"], state["fastest"] = {**state["fastest"], "speedup": 1.2}, None
     assert best_record(state)[0].reg_tile
+
+
+def test_the_first_step_starts_from_the_familys_first_kernel_until_a_step_fails() -> None:
+    client = CatalogClient()
+    task = resolve_task("level1/20_Cumsum").source
+    state = {
+        "task": {"source": task},
+        "best": {"step_index": None, "source": None, "speedup": 1.0, "feedback": None},
+        "fastest": None,
+        "step_index": 0,
+        "path": [],
+    }
+    local = {"id": "compute_efficiency.unroll_and_specialize"}
+    first = client.generate({"state": state, "local": local, "glob": None})
+    assert "first kernel for the family: reduction_sync.parallel_scan" in first
+    assert best_record({"best": {"source": first.split("```python\n", 1)[1]}})[1] == [
+        "reduction_sync.parallel_scan", "compute_efficiency.unroll_and_specialize"
+    ]  # fmt: skip
+    # A step built on it failed and nothing correct came: the next builds on the plain base kernel.
+    state["step_index"], state["path"] = 1, [{"index": 0, "local_id": local["id"], "verdict": "incorrect"}]
+    second = client.generate({"state": state, "local": local, "glob": None})
+    assert "first kernel" not in second
+    assert best_record({"best": {"source": second.split("```python\n", 1)[1]}})[1] == [local["id"]]
 
 
 def test_directions_whose_strategies_were_all_tried_on_the_kernel_are_not_offered() -> None:
@@ -175,11 +201,11 @@ def test_directions_whose_strategies_were_all_tried_on_the_kernel_are_not_offere
     offered = client.directions(state)
     assert offered and "memory_access" in offered
     tried = [sid for sid in STRATEGIES if sid.startswith("memory_access.")]
-    state["path"] = [{"index": i, "local_id": sid} for i, sid in enumerate(tried)]
+    state["path"] = [{"index": i, "local_id": sid, "verdict": "ok"} for i, sid in enumerate(tried)]
     state["step_index"] = len(tried)
     assert client.directions(state) == offered - {"memory_access"}
     # Once every strategy was tried on the kernel, every direction that composes is offered again.
-    state["path"] = [{"index": i, "local_id": sid} for i, sid in enumerate(STRATEGIES)]
+    state["path"] = [{"index": i, "local_id": sid, "verdict": "ok"} for i, sid in enumerate(STRATEGIES)]
     assert client.directions(state) == offered
 
 

@@ -42,7 +42,7 @@ def state(task: str, best: str | None = None) -> dict[str, Any]:
 def composing(client: CatalogClient, given: dict[str, Any]) -> set[str]:
     """The globals with a strategy that changes the best kernel, strategy by strategy."""
     rec = recognize(given["task"]["source"])
-    knobs, _ = best_record(given)
+    knobs = client._start(rec, given)[0]  # the best kernel, or the family's first kernel before one
     return {sid.split(".", 1)[0] for sid in STRATEGIES if not client._apply(rec, knobs, sid).reason}
 
 

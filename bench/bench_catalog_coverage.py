@@ -4,8 +4,9 @@ family, not by task? No GPU needed.
 For every KernelBench-format task under ROOT (a KernelBench checkout's `KernelBench`
 folder, one of its level folders, or any folder of task files): the operator family the
 catalog recognises in the reference's graph (catalog/families.py), or why it has none. For
-each supported task, two kernels: the base one and the one with every strategy of the
-family's order applied ("all"). Each is put through
+each supported task, three kernels: the base one, the family's first kernel (the one every
+run of the catalog starts from, catalog/strategies.py: FIRST_KERNEL) and the one with every
+strategy of the family's order applied ("all"). Each is put through
 - the judge's static checks (runner/static_checks.py);
 - an nvcc build for sm_90 (runner/build.py), all in parallel;
 - a run on the CPU simulator of CUDA (tests/catalog/cpu_cuda.h: real barriers and warp
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import json
 import math
 import multiprocessing as mp
@@ -48,9 +50,10 @@ from rich.table import Table
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from htam_graph.catalog.families import load_source, recognize  # noqa: E402
+from htam_graph.catalog.families import Recognition, load_source, recognize  # noqa: E402
 from htam_graph.catalog.ir import Unsupported  # noqa: E402
 from htam_graph.catalog.knobs import Knobs  # noqa: E402
+from htam_graph.catalog.strategies import first_kernel  # noqa: E402
 from htam_graph.runner.build import BuildSettings, build_many, find_nvcc, nvcc_version  # noqa: E402
 from htam_graph.runner.formats import static_cuda_sources  # noqa: E402
 from htam_graph.runner.static_checks import static_check  # noqa: E402
@@ -61,8 +64,14 @@ from tests.catalog.variants import everything, recognized, render, shrink  # noq
 ARCH = "sm_90"
 
 
+def _knobs(rec: Recognition, variant: str) -> Knobs:
+    if variant == "first":
+        return first_kernel(rec, functools.partial(render, rec))[0]
+    return everything(rec) if variant == "all" else Knobs()
+
+
 def examine(task: Task) -> dict[str, Any]:
-    """The task's family and its two kernels' static findings and CUDA sources, plus the
+    """The task's family and its three kernels' static findings and CUDA sources, plus the
     small task and its kernels for the simulator (built and run later, in parallel)."""
     row: dict[str, Any] = {"task": task.id, "level": task.level}
     started = time.perf_counter()
@@ -76,7 +85,7 @@ def examine(task: Task) -> dict[str, Any]:
     small = shrink(task.source)
     small_rec = recognized(small)
     try:
-        variants = [("base", render(rec, Knobs())), ("all", render(rec, everything(rec)))]
+        variants = [(v, render(rec, _knobs(rec, v))) for v in ("base", "first", "all")]
     except Unsupported as e:  # the graph is of a family, but no template takes this program
         row.update(family="unsupported", reason=f"recognised as {rec.family.value}, but {e}"[:300], kernels={})
         return row
@@ -86,7 +95,7 @@ def examine(task: Task) -> dict[str, Any]:
         entry: dict[str, Any] = {"static": findings, "cuda": cuda, "candidate": candidate}
         if small_rec is not None and small_rec.family == rec.family:
             with contextlib.suppress(Unsupported):  # counted as not simulated
-                entry["small_candidate"] = render(small_rec, everything(small_rec) if variant == "all" else Knobs())
+                entry["small_candidate"] = render(small_rec, _knobs(small_rec, variant))
         row["kernels"][variant] = entry
     row["small"] = small if small_rec is not None else None
     return row

@@ -189,6 +189,35 @@ def test_the_first_step_starts_from_the_familys_first_kernel_until_a_step_fails(
     assert best_record({"best": {"source": second.split("```python\n", 1)[1]}})[1] == [local["id"]]
 
 
+def test_every_first_kernel_names_implemented_strategies_of_its_familys_order() -> None:
+    """A misspelt id would be skipped silently (it changes no kernel), so the first kernel
+    would lose a strategy without a word."""
+    for family, entries in strategies.FIRST_KERNEL.items():
+        for entry in entries:
+            for sid in (entry,) if isinstance(entry, str) else entry:
+                assert sid in STRATEGIES and STRATEGIES[sid].does, (family, sid)
+                assert sid in strategies.curriculum(family), (family, sid)
+
+
+@pytest.mark.parametrize(
+    ("task", "first"),
+    [
+        ("level1/20_Cumsum", ["reduction_sync.parallel_scan"]),
+        ("level2/3_Gemm_Bias_ReLU", ["fusion.gemm_epilogue", "precision_tensor_cores.tf32_3x_split"]),
+        # four rows of 1M elements: one-pass statistics and the rows split over blocks, together
+        ("level1/9_LayerNorm", ["fusion.stats_and_normalize", "reduction_sync.welford_one_pass",
+                                "parallelism.split_long_rows", "memory_access.vectorized_float4",
+                                "reduction_sync.block_two_level"]),
+        # many short rows: no split, so no one-pass statistics; the row stays in registers
+        ("level1/8_LogSoftmax", ["fusion.stats_and_normalize", "memory_access.vectorized_float4",
+                                 "data_reuse.row_in_registers", "reduction_sync.block_two_level"]),
+    ],
+)  # fmt: skip
+def test_the_first_kernel_follows_the_tasks_shapes(task: str, first: list[str]) -> None:
+    rec = recognize(resolve_task(task).source)
+    assert strategies.first_kernel(rec, lambda k: render(rec, k))[1] == first
+
+
 def test_directions_whose_strategies_were_all_tried_on_the_kernel_are_not_offered() -> None:
     client = CatalogClient()
     state = {

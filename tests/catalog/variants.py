@@ -43,16 +43,32 @@ def _int_value(node: ast.expr) -> int | None:
     return None
 
 
+EVEN_SIZES = (8, 40, 16, 24, 12)  # multiples of 4 and 8: for tasks whose sizes must divide (groups, heads)
+
+
 def shrink(source: str, sizes: tuple[int, ...] = (6, 37, 5, 12, 9)) -> str:
     """The task with its module-level size constants (32 and up, also when written as an
-    expression: `16384 * 4`) made small, in turn from `sizes` (odd and even, so tails and
-    16-byte paths both run), for the CPU simulator."""
+    expression: `16384 * 4`, or unpacked: `depth, height, width = 32, 64, 64`) made small, in
+    turn from `sizes` (odd and even, so tails and 16-byte paths both run), for the CPU
+    simulator."""
     tree = ast.parse(source)
     k = 0
+
+    def small(node: ast.expr) -> ast.expr:
+        nonlocal k
+        value = _int_value(node)
+        if value is None or value < 32:
+            return node
+        k += 1
+        return ast.Constant(sizes[(k - 1) % len(sizes)])
+
     for node in tree.body:
-        if isinstance(node, ast.Assign) and (value := _int_value(node.value)) is not None and value >= 32:
-            node.value = ast.Constant(sizes[k % len(sizes)])
-            k += 1
+        if not isinstance(node, ast.Assign):
+            continue
+        if isinstance(node.value, ast.Tuple) and all(isinstance(t, ast.Tuple) for t in node.targets):
+            node.value.elts = [small(e) for e in node.value.elts]
+        else:
+            node.value = small(node.value)
     return ast.unparse(tree)
 
 

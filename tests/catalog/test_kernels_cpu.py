@@ -66,17 +66,19 @@ TARGETED: list[tuple[str, tuple[int, ...], dict[str, object]]] = [
 
 
 def _cases() -> list[tuple[str, str, str]]:
-    """(name, task source, candidate): the base, first-kernel and everything variants of
-    each task, then the targeted variants."""
-    tasks = {**{tid: shrink(src) for tid, src in suite().items()}, **own()}
+    """(name, task source, candidate): the base and everything variants of each task (and
+    the first kernel of the suite's), then the targeted variants."""
+    builtin = {tid: shrink(src) for tid, src in suite().items()}
     cases = []
-    for name, source in tasks.items():
+    for name, source in {**builtin, **own()}.items():
         rec = recognized(source)
         if rec is None:
             continue
         rendered: dict[str, str] = {}  # code -> variant: a variant equal to another is run once
-        first = first_kernel(rec, functools.partial(render, rec))[0]
-        for variant, knobs in (("base", Knobs()), ("first", first), ("all", everything(rec))):
+        variants = [("base", Knobs()), ("all", everything(rec))]
+        if name in builtin:  # the first kernel of every family (a prefix of "all"), on the suite's tasks
+            variants.insert(1, ("first", first_kernel(rec, functools.partial(render, rec))[0]))
+        for variant, knobs in variants:
             rendered.setdefault(render(rec, knobs), variant)
         cases += [(f"{name} {variant}", source, code) for code, variant in rendered.items()]
     builtin = {**suite(), **own()}

@@ -469,18 +469,14 @@ CURRICULUM[F.GEMM_EPILOGUE] = [
 # curricula's heads that raised the suite's kernels on the H200 in the first steps of every
 # method (bench/results/bench-2026-12-03-h200-s14/).
 _SPLIT = "parallelism.split_long_rows"
-_ROW_FIRST: list[str | tuple[str, ...]] = [
-    *_FUSE,
-    "memory_access.vectorized_float4",
-    "data_reuse.row_in_registers",
-    "reduction_sync.block_two_level",
-]
+_VEC = "memory_access.vectorized_float4"
+_ROW_IN_REGISTERS = [_VEC, "data_reuse.row_in_registers", "reduction_sync.block_two_level"]
 FIRST_KERNEL: dict[F, list[str | tuple[str, ...]]] = {
-    F.ELEMENTWISE: ["fusion.elementwise_chain", "memory_access.vectorized_float4"],
-    F.REDUCTION: [*_FUSE, _SPLIT, "memory_access.vectorized_float4"],
-    F.SOFTMAX: [*_FUSE, ("reduction_sync.online_softmax", _SPLIT), *_ROW_FIRST[2:]],
-    F.NORM: [*_FUSE, ("reduction_sync.welford_one_pass", _SPLIT), *_ROW_FIRST[2:]],
-    F.LOSS: ["fusion.loss_reduction", *_FUSE, "reduction_sync.online_softmax", _SPLIT, *_ROW_FIRST[2:3]],
+    F.ELEMENTWISE: ["fusion.elementwise_chain", _VEC],
+    F.REDUCTION: [*_FUSE, _SPLIT, _VEC],
+    F.SOFTMAX: [*_FUSE, ("reduction_sync.online_softmax", _SPLIT), *_ROW_IN_REGISTERS],
+    F.NORM: [*_FUSE, ("reduction_sync.welford_one_pass", _SPLIT), *_ROW_IN_REGISTERS],
+    F.LOSS: ["fusion.loss_reduction", *_FUSE, "reduction_sync.online_softmax", _SPLIT, _VEC],
     F.MATMUL: ["precision_tensor_cores.tf32_3x_split"],
     F.GEMM_EPILOGUE: ["fusion.gemm_epilogue", "precision_tensor_cores.tf32_3x_split", "fusion.stats_and_normalize"],
     F.CONV: ["fusion.conv_epilogue", "data_reuse.smem_tiling"],

@@ -21,6 +21,7 @@ SUBCOMMANDS = {
     "eval": ("htam_graph.cli.eval", "eval_cmd"),
     "optimize": ("htam_graph.cli.optimize", "optimize"),
     "bench": ("htam_graph.cli.bench", "bench"),
+    "catalog": ("htam_graph.cli.catalog", "catalog"),
     "stats": ("htam_graph.cli.stats", "stats"),
     "demo": ("htam_graph.cli.demo", "demo"),
     "config": ("htam_graph.cli.config", "config"),

@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from htam_graph.errors import UserError
 from htam_graph.runner.build import gpu_arch
-from htam_graph.runner.evaluate import Evaluator, precheck
+from htam_graph.runner.evaluate import Evaluator, Progress, precheck
 from htam_graph.runner.jobs import EvalConfig
 from htam_graph.runner.models import EvalResult, Timing, Verdict
 from htam_graph.tasks import Task
@@ -66,6 +66,10 @@ class GpuEvaluator:
 
     def evaluate(self, task: Task, source: str) -> EvalResult:
         return self._evaluator.evaluate(task, source)
+
+    def evaluate_many(self, pairs: list[tuple[Task, str]], progress: Progress | None = None) -> list[EvalResult]:
+        """Several candidates, built ahead in parallel while the GPU judges (runner.Evaluator)."""
+        return self._evaluator.evaluate_many(pairs, progress)
 
 
 STAND_IN_DEVICE = (

@@ -80,6 +80,10 @@ class Timing(BaseModel):
     wall_median_ms: float | None = Field(
         None, description="median time of one trial on the referee's clock, for the candidate's own timings"
     )
+    samples_ms: list[float] = Field(
+        default_factory=list,
+        description="every trial's time in order (4 significant digits): the spread a replay draws from",
+    )
 
     @property
     def cost_ms(self) -> float:

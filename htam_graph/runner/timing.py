@@ -217,6 +217,7 @@ def summarize(trials: Sequence[Trial], input_sets: int, wall_ms: Sequence[float]
         synced_median_ms=statistics.median(t.synced_ms for t in trials),
         host_median_ms=statistics.median(t.host_ms for t in trials),
         wall_median_ms=statistics.median(wall_ms) if wall_ms else None,
+        samples_ms=[float(f"{t:.4g}") for t in times],
     )
 
 

@@ -59,6 +59,8 @@ class Method(StrEnum):
 
     VANILLA = "vanilla"  # one-shot generation
     FEEDBACK = "feedback"  # refinement from feedback, no memory
+    RANDOM = "random"  # a strategy drawn uniformly among those on offer, no memory
+    EXPERT = "expert"  # the strategy catalog's hand-written order per family: an oracle, not a baseline
     FLAT = "flat"  # top-k similar past steps, no hierarchy
     HTAM = "htam"
     HTAM_NO_HIERARCHY = "htam-no-hierarchy"  # locals retrieved flat, no global choice

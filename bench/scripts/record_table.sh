@@ -10,7 +10,7 @@ mkdir -p /tmp/home /tmp/t
 NAME=${NAME:-suite}
 { date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
   python3 -c "import torch,sys;print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda)"
-  nvcc --version | tail -2; nproc; git rev-parse HEAD 2>/dev/null || cat .gpu/commit.txt; } > $OUT/env.txt 2>&1
+  nvcc --version | tail -2; nproc; cat .gpu/commit.txt 2>/dev/null || git rev-parse HEAD; } > $OUT/env.txt 2>&1
 cat $OUT/env.txt
 [ -f .gpu/$NAME.tgz ] && tar xzf .gpu/$NAME.tgz -C /tmp/t
 timeout ${RECORD_S:-480} python3 -m htam_graph catalog record ${SUITE:-bench/tables/suite-order.txt} --out /tmp/t/$NAME \

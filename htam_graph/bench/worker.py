@@ -22,7 +22,7 @@ from htam_graph.bench.plan import BenchManifest, Layout, RunSpec, Stream, exclus
 from htam_graph.errors import UserError
 from htam_graph.llm.settings import LLMSettings
 from htam_graph.loop.clients import make_client
-from htam_graph.loop.evaluators import CandidateEvaluator, HoldsNothing, make_evaluator
+from htam_graph.loop.evaluators import CandidateEvaluator, HoldsNothing, for_run, make_evaluator
 from htam_graph.loop.optimizer import Optimizer, load_steps
 from htam_graph.loop.records import atomic_write
 from htam_graph.loop.runs import create_run, open_run
@@ -51,6 +51,7 @@ class BenchJob(BaseModel):
     llm: LLMSettings
     script: Path | None
     evaluator: str
+    replay: Path | None = None  # the table or recording of --evaluator replay
     reuse: bool = True  # serve an identical candidate's earlier judgement (same task, same code) again
 
     def task(self, task_id: str) -> Task:
@@ -77,8 +78,10 @@ def read_snapshot(path: Path) -> tuple[MemorySnapshot, str]:
 def run_worker(job: BenchJob, name: str, next_stream: Callable[[], Stream | None], emit: Emit) -> None:
     """Run streams until `next_stream` has none left, with one evaluator for all of them."""
     config = EvalConfig(compile_reference=job.manifest.config.compile_reference)
-    with make_evaluator(job.evaluator, config) as evaluator:
-        judge: CandidateEvaluator = Judgements(evaluator, Layout(job.out).judged, config) if job.reuse else evaluator
+    with make_evaluator(job.evaluator, config, job.replay) as evaluator:
+        # a replay serves its recorded results already, and draws each run's timings anew
+        reuse = job.reuse and job.evaluator != "replay"
+        judge: CandidateEvaluator = Judgements(evaluator, Layout(job.out).judged, config) if reuse else evaluator
         while (stream := next_stream()) is not None:
             run_stream(job, stream, judge, name, emit)
 
@@ -171,7 +174,7 @@ def _run(
         optimizer = Optimizer(
             store=store,
             client=client,
-            evaluator=judge,
+            evaluator=for_run(judge, spec.run_id),
             task=task,
             manifest=manifest,
             folder=folder,

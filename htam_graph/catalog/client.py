@@ -21,6 +21,7 @@ Every answer is deterministic, so runs replay exactly.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
@@ -31,6 +32,7 @@ from htam_graph.catalog.families import Recognition, recognize
 from htam_graph.catalog.ir import Unsupported
 from htam_graph.catalog.knobs import Knobs
 from htam_graph.catalog.render import Header, render_candidate
+from htam_graph.catalog.space import task_space
 from htam_graph.catalog.strategies import STRATEGIES, Applied, apply, curriculum, first_kernel
 from htam_graph.errors import UserError
 from htam_graph.llm.base import Completion, InvalidAnswer, LLMClient, Prompt, T
@@ -39,6 +41,11 @@ from htam_graph.vocab import Verdict
 log = logging.getLogger(__name__)
 
 CATALOG_MODEL = "catalog-v1"
+# The catalog's kernel space (catalog/space.py): runs start from the task's base kernel and
+# offer the strategies of its space, whose every kernel a table can hold; the catalog's order
+# ranks nothing (ties are drawn by the run), so a method's choices are its own.
+SPACE_MODEL = "catalog-space-v1"
+MODELS = (CATALOG_MODEL, SPACE_MODEL)
 _RECORD = re.compile(r"^# catalog: (\{.*\})$", re.MULTILINE)
 SHRINK = 2.0  # pseudo-observations a strategy's mean reward is shrunk toward 0 by (as the loop's fallback)
 
@@ -48,13 +55,15 @@ class CatalogClient(LLMClient):
 
     def __init__(self, model: str | None = None) -> None:
         self.model = model or CATALOG_MODEL
+        self.spaced = self.model == SPACE_MODEL
         self._rendered: dict[tuple[str, str], str] = {}
         self._first: dict[str, tuple[Knobs, list[str]]] = {}
 
     def check(self) -> None:
-        if self.model != CATALOG_MODEL:
+        if self.model not in MODELS:
             raise UserError(
-                f"the strategy catalog is {CATALOG_MODEL}; --model {self.model} is not one (leave --model out)"
+                f"the strategy catalog is {' or '.join(MODELS)}; --model {self.model} is not one "
+                f"(leave --model out for {CATALOG_MODEL})"
             )
 
     def complete(self, prompt: Prompt, max_tokens: int | None = None) -> Completion:
@@ -90,7 +99,7 @@ class CatalogClient(LLMClient):
             return None
         knobs, _, _ = self._start(rec, state)
         tried = _tried_since_best(state)
-        order = curriculum(rec.family)
+        order = self._order(rec)
         composing: dict[str, list[str]] = {}
         for sid in order:
             if not self._apply(rec, knobs, sid).reason:
@@ -110,7 +119,7 @@ class CatalogClient(LLMClient):
         knobs, _, _ = self._start(rec, state)
         tried = _tried_since_best(state)
         family = rec.family.value
-        order = curriculum(rec.family)
+        order = self._order(rec)
         composing = []
         for loc in offered:
             if loc["id"] not in STRATEGIES:
@@ -120,13 +129,14 @@ class CatalogClient(LLMClient):
                 composing.append(loc)
         fitting = [loc for loc in composing if family in loc["applies_to"] or "any" in loc["applies_to"]] or composing
         fresh = [loc for loc in fitting if loc["id"] not in tried] or fitting
+        rank = (lambda loc: _draw(state, loc["id"])) if self.spaced else (lambda loc: -_position(order, loc["id"]))
         if fresh:
-            best = max(fresh, key=lambda loc: (_record(loc), -_position(order, loc["id"])))
+            best = max(fresh, key=lambda loc: (_record(loc), rank(loc)))
             why = f"its template applies to this {family} kernel and changes it; record {_describe(best)}"
             if best["id"] in tried:
                 why += " (every composing strategy was tried since the best was set)"
             return {"local_id": best["id"], "reason": why}
-        best = max(offered, key=lambda loc: (_record(loc), -_position(order, loc["id"])))
+        best = max(offered, key=lambda loc: (_record(loc), rank(loc)))
         return {
             "local_id": best["id"],
             "reason": f"none of the offered strategies changes this {family} kernel; "
@@ -142,8 +152,10 @@ class CatalogClient(LLMClient):
             if local is not None:
                 order = [local["id"]]
             else:
-                order = _under(curriculum(rec.family), glob["id"] if glob is not None else None)
+                order = _under(self._order(rec), glob["id"] if glob is not None else None)
             skipped, chosen = self._nth_composing(rec, knobs, order, 0 if local else _steps_since_best(state))
+            if self.spaced and local is None and glob is not None and chosen is not None:
+                chosen = self._drawn_untried(rec, knobs, order, state) or chosen
             if chosen is None:
                 what = f"strategy {order[0]}" if local is not None else f"direction {glob['id']}" if glob else "catalog"
                 reasons = "; ".join(f"{sid}: {why}" for sid, why in skipped[:4])
@@ -171,7 +183,43 @@ class CatalogClient(LLMClient):
             return f"No candidate: the strategy catalog has no kernel templates for this model ({e})."
         return f"The catalog cannot repair its templates; here is its base kernel.\n```python\n{source}```\n"
 
+    def strategies(self, state: dict[str, Any]) -> list[str] | None:
+        """The strategies that change the kernel a step builds on, in the catalog's order;
+        None for a model the catalog has no kernels for."""
+        try:
+            rec = recognize(state["task"]["source"])
+        except Unsupported:
+            return None
+        knobs, _, _ = self._start(rec, state)
+        return [sid for sid in self._order(rec) if not self._apply(rec, knobs, sid).reason]
+
+    def start_kernel(self, task_source: str) -> str | None:
+        """In the space (catalog-space-v1), the task's base kernel; catalog-v1 starts each run's
+        first step from the family's first kernel instead, so it judges no start kernel."""
+        if not self.spaced:
+            return None
+        try:
+            rec = recognize(task_source)
+            header = Header(self.model, rec.describe(), [], ["the run's start: the task's base kernel"], [])
+            source = render_candidate(rec, Knobs(), header)
+        except Unsupported:
+            return None
+        return source
+
     # -- helpers --------------------------------------------------------------------------------
+    def _order(self, rec: Recognition) -> list[str]:
+        """The strategies the catalog offers for this task: its space's (catalog-space-v1), or
+        every implemented one, the family's order first."""
+        return task_space(rec).strategies if self.spaced else curriculum(rec.family)
+
+    def _drawn_untried(self, rec: Recognition, knobs: Knobs, order: list[str], state: dict[str, Any]) -> Chosen | None:
+        """A strategy of `order` that changes the kernel, drawn by the run among those not tried
+        since the best was set (among all of them once each was tried)."""
+        tried = _tried_since_best(state)
+        composing = [Chosen(sid, r.knobs) for sid in order if not (r := self._apply(rec, knobs, sid)).reason]
+        pool = [c for c in composing if c.id not in tried] or composing
+        return max(pool, key=lambda c: _draw(state, c.id), default=None)
+
     def _start(self, rec: Recognition, state: dict[str, Any]) -> tuple[Knobs, list[str], list[str]]:
         """The kernel a step builds on: its knobs, the strategies in it, and the family's
         first-kernel strategies when it is the family's first kernel (else []). That is the
@@ -182,7 +230,7 @@ class CatalogClient(LLMClient):
         recorded = _recorded(state)
         if recorded is not None:
             return (*recorded, [])
-        if _failed_without_base(state):
+        if self.spaced or _failed_without_base(state):
             return Knobs(), [], []
         if rec.source_sha256 not in self._first:
             self._first[rec.source_sha256] = first_kernel(rec, lambda k: self._render(rec, k))
@@ -190,7 +238,15 @@ class CatalogClient(LLMClient):
         return knobs, first, first
 
     def _apply(self, rec: Recognition, knobs: Knobs, strategy_id: str) -> Applied:
-        return apply(rec, knobs, strategy_id, lambda k: self._render(rec, k))
+        if not self.spaced:
+            return apply(rec, knobs, strategy_id, lambda k: self._render(rec, k))
+        space = task_space(rec)  # the moves its closure found: no rendering
+        here = space.lookup(knobs)
+        if here is None:
+            return Applied(knobs, "this kernel is outside the task's space")
+        if strategy_id in here.moves:
+            return Applied(space.states[here.moves[strategy_id]].knobs, "")
+        return Applied(knobs, here.blocked.get(strategy_id, "not a strategy of this task's space"))
 
     def _render(self, rec: Recognition, knobs: Knobs) -> str:
         key = (rec.source_sha256, knobs.model_dump_json())
@@ -274,6 +330,12 @@ def _steps_since_best(state: dict[str, Any]) -> int:
 def _tried_since_best(state: dict[str, Any]) -> set[str]:
     best = _base(state)["step_index"]
     return {p["local_id"] for p in state["path"] if p["local_id"] and (best is None or p["index"] > best)}
+
+
+def _draw(state: dict[str, Any], what: str) -> int:
+    """A tie-break the run draws: the same for the same run, step and option."""
+    key = f"{state.get('run_id', '')}|{state['step_index']}|{what}"
+    return int(hashlib.sha256(key.encode()).hexdigest()[:12], 16)
 
 
 def _record(loc: dict[str, Any]) -> float:

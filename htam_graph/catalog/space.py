@@ -88,6 +88,16 @@ class Space:
 Renderer = Callable[[Knobs], str]
 
 
+_SPACES: dict[str, Space] = {}
+
+
+def task_space(rec: Recognition) -> Space:
+    """The task's space with the defaults, built once per process (runs of a bench share it)."""
+    if rec.source_sha256 not in _SPACES:
+        _SPACES[rec.source_sha256] = build_space(rec, rec.source_sha256)
+    return _SPACES[rec.source_sha256]
+
+
 def build_space(rec: Recognition, task_id: str, max_states: int = MAX_STATES, width: int = SPACE_WIDTH) -> Space:
     """The task's space: the widest prefix of its strategies whose closure fits."""
     rendered: dict[str, str] = {}

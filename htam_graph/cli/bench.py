@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 DEFAULT_METHODS = "htam,flat,feedback"
 DEFAULT_OUT = Path("htam-bench")
-EVALUATORS = ["auto", "gpu", "stand-in"]
+EVALUATORS = ["auto", "gpu", "stand-in", "replay"]
 
 
 @click.command()
@@ -77,7 +77,15 @@ EVALUATORS = ["auto", "gpu", "stand-in"]
     type=click.Choice(EVALUATORS),
     default="auto",
     show_default=True,
-    help="gpu: judge on the GPUs; stand-in: no GPU, synthetic verdicts and times (the report says so); auto: gpu.",
+    help="gpu: judge on the GPUs; stand-in: no GPU, synthetic verdicts and times (the report says so); replay: "
+    "the results of a table `htam catalog record` wrote (--replay FILE, with --llm catalog --model "
+    "catalog-space-v1), no GPU; auto: gpu.",
+)
+@click.option(
+    "--replay",
+    "replay_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="The table (table.parquet) or recording of --evaluator replay.",
 )
 @click.option(
     "--compile-reference/--no-compile-reference",
@@ -116,6 +124,7 @@ def bench(
     base_url: str | None,
     script_path: Path | None,
     evaluator: str,
+    replay_path: Path | None,
     compile_reference: bool,
     rejudge: bool,
     max_cost: float | None,
@@ -136,6 +145,8 @@ def bench(
     cfg = settings_with(settings(), None, backend, model, base_url)
     chosen = _methods(methods)
     kind = "gpu" if evaluator == "auto" else evaluator
+    if (kind == "replay") != (replay_path is not None):
+        raise UserError("--evaluator replay takes its results from --replay FILE, and --replay needs it")
     slots = _slots(kind, gpus, workers)
     tasks = resolve_suite(list(suite), _numbers("--level", levels), pattern)
     with make_client(cfg.llm, script_path) as client:
@@ -167,6 +178,7 @@ def bench(
             llm=cfg.llm,
             script=script_path,
             evaluator=kind,
+            replay=replay_path,
             reuse=not rejudge,
         )
         grid = [spec for stream in streams(config) for spec in stream.runs]

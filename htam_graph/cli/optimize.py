@@ -16,7 +16,7 @@ from htam_graph.errors import UserError
 from htam_graph.llm.base import LLMError
 from htam_graph.llm.settings import LLMSettings
 from htam_graph.loop.clients import make_client
-from htam_graph.loop.evaluators import make_evaluator
+from htam_graph.loop.evaluators import for_run, make_evaluator
 from htam_graph.loop.optimizer import Optimizer
 from htam_graph.loop.records import RunSummary, StepRecord
 from htam_graph.loop.runs import check_run_id, create_run, open_run, task_context
@@ -155,7 +155,7 @@ def optimize(
             optimizer = Optimizer(
                 store=store,
                 client=client,
-                evaluator=judge,
+                evaluator=for_run(judge, manifest.run.id),
                 task=resolved,
                 context=context,
                 manifest=manifest,

@@ -170,6 +170,17 @@ class LLMClient(ABC):
         attempt any direction. The policy draws only among the directions named."""
         return None
 
+    def strategies(self, state: dict[str, Any]) -> list[str] | None:
+        """The local strategies this backend can apply in `state`, in its own order; None
+        means any: a language model can attempt every strategy. The controls without a
+        memory (random, feedback) draw among the strategies named (docs/method.md)."""
+        return None
+
+    def start_kernel(self, task_source: str) -> str | None:
+        """A correct, straightforward kernel a run starts from (judged once before its first
+        step, not a step), or None: the run starts from the PyTorch reference."""
+        return None
+
     def close(self) -> None:  # noqa: B027 - a hook with a default: only HTTP backends hold connections
         """Release connections; the default has none."""
 

@@ -229,12 +229,23 @@ class RecordingEvaluator:
         return result
 
 
+def for_run(evaluator: CandidateEvaluator, run_id: str) -> CandidateEvaluator:
+    """The evaluator one run uses: a table's replay draws its timings by the run's id."""
+    scoped = getattr(evaluator, "for_run", None)
+    return scoped(run_id) if callable(scoped) else evaluator
+
+
 def make_evaluator(kind: str, config: EvalConfig | None = None, replay: Path | None = None) -> CandidateEvaluator:
-    """`gpu`, `stand-in` or `replay` (of the file `replay`); the CLI validates the name."""
+    """`gpu`, `stand-in` or `replay` (of the file `replay`: a table `htam catalog record` wrote,
+    *.parquet, or a recording of runs); the CLI validates the name."""
     if kind == "stand-in":
         return StandInEvaluator()
     if kind == "replay":
         if replay is None:
             raise UserError("--evaluator replay needs a replay file (--replay FILE)")
+        if replay.suffix == ".parquet":
+            from htam_graph.loop.table import TableEvaluator  # it builds on this module's evaluators
+
+            return TableEvaluator(replay)
         return ReplayEvaluator(replay)
     return GpuEvaluator(config)

@@ -55,6 +55,7 @@ from htam_graph.vocab import MAX_DISTANCE, Method, Verdict
 
 log = logging.getLogger(__name__)
 
+START = "start.json"  # the generator's start kernel and its judgement, in the run folder
 CODE_MAX_TOKENS = 16000
 CHOICE_MAX_TOKENS = 1000
 NOTE_MAX_TOKENS = 300
@@ -65,6 +66,8 @@ REPAIRABLE = {Verdict.COMPILE_ERROR}
 # Which methods choose what (docs/method.md, "Methods").
 SCORED = {Method.HTAM, Method.HTAM_NO_PREFIX, Method.HTAM_NO_LOCAL}
 CHOOSES_LOCAL = {Method.HTAM, Method.HTAM_NO_PREFIX, Method.HTAM_NO_HIERARCHY}
+WITHOUT_MEMORY = {Method.VANILLA, Method.FEEDBACK, Method.FLAT, Method.RANDOM, Method.EXPERT}
+WITH_MEMORY = set(Method) - WITHOUT_MEMORY  # the memory bank in the prompts
 
 
 class LocalChoice(BaseModel):
@@ -125,6 +128,7 @@ class Optimizer:
         self.observe = observe
         self.policy = SoftmaxPolicy(self.run_record.seed, self.run_record.id, self.params.tau)
         self.steps: list[StepRecord] = []
+        self.start: Attempt | None = None  # the generator's start kernel, judged once (start.json)
         self._calls: list[CallRecord] = []  # of the step in progress
 
     @property
@@ -135,6 +139,7 @@ class Optimizer:
     def run(self) -> RunSummary:
         self.store.start_run(self.run_record, TaskRecord(id=self.task.id, name=self.task.name, sha256=self.task.sha256))
         self.steps = load_steps(self.folder)
+        self.start = self._start_kernel()
         for done in self.steps:  # a step persisted just before a kill may not have reached the memory
             self.store.record_step(done.update)
         if self.steps and isinstance(self.client, ScriptClient):
@@ -154,6 +159,30 @@ class Optimizer:
         atomic_write(self.folder / "trajectory.json", summary.model_dump_json(indent=1))
         return summary
 
+    def _start_kernel(self) -> Attempt | None:
+        """The generator's start kernel and its judgement: from start.json when the run judged it
+        before, else judged now and written there (docs/method.md, "One optimization run")."""
+        path = self.folder / START
+        if path.exists():
+            return Attempt.model_validate_json(path.read_text())
+        source = self.client.start_kernel(self.task.source)
+        if source is None:
+            return None
+        start = Attempt(source=source, result=self.evaluator.evaluate(self.task, source))
+        atomic_write(path, start.model_dump_json(indent=1))
+        return start
+
+    def _start_candidate(self) -> Candidate | None:
+        """The start kernel as a candidate to build on, when it was judged correct."""
+        speedup = self._start_speedup()
+        if self.start is None or speedup is None:
+            return None
+        return Candidate(step_index=None, source=self.start.source, speedup=speedup, feedback=_feedback(self.start))
+
+    def _start_speedup(self) -> float | None:
+        result = self.start.result if self.start is not None else None
+        return result.speedup_eager if result is not None and result.verdict == Verdict.OK else None
+
     def usage(self) -> Usage:
         total = Usage()
         for step in self.steps:
@@ -162,7 +191,7 @@ class Optimizer:
 
     def summary(self, stopped: str) -> RunSummary:
         best = max((s for s in self.steps if s.verdict == Verdict.OK), key=lambda s: s.speedup or 0.0, default=None)
-        best_speedup = max([1.0, *(s.best_after for s in self.steps)])
+        best_speedup = max([1.0, self._start_speedup() or 1.0, *(s.best_after for s in self.steps)])
         return RunSummary(
             run_id=self.run_record.id,
             task_id=self.task.id,
@@ -209,9 +238,14 @@ class Optimizer:
         speedup = feedback.speedup_eager if feedback.verdict == Verdict.OK else None
         best_after = max(best_before, speedup) if speedup is not None else best_before
         # reward_from = fastest: while the reference is the best, the reward's base is the fastest
-        # correct kernel the step built on (docs/method.md, "Reward and counters")
+        # correct kernel the step built on; parent: the kernel the step modified, signed, with a
+        # dead-band (docs/method.md, "Reward and counters")
         fastest = state.fastest.speedup if state.fastest is not None else None
         base_before = fastest if self.params.reward_from == "fastest" and fastest and fastest < best_before else None
+        deadband = None
+        if self.params.reward_from == "parent":
+            base_before = fastest if state.best.source is None and fastest is not None else best_before
+            deadband = self.params.deadband
         note = self._reflect(direction, final, feedback, best_before, best_after)
         update = StepUpdate(
             id=f"{self.run_record.id}:{index}",
@@ -228,6 +262,7 @@ class Optimizer:
             best_before=best_before,
             best_after=best_after,
             base_before=base_before,
+            deadband=deadband,
             error_class=_error_class(final.result),
             note=note,
             scores={s.global_id: s.score for s in direction.scores},
@@ -259,6 +294,7 @@ class Optimizer:
         )
         last = self.steps[-1] if self.steps else None
         best = Candidate(step_index=None, source=None, speedup=1.0, feedback=None)
+        start = self._start_candidate()
         if best_step is not None:
             best = Candidate(
                 step_index=best_step.index,
@@ -266,22 +302,21 @@ class Optimizer:
                 speedup=best_step.best_after,
                 feedback=_feedback(best_step.final),
             )
+        elif start is not None and start.speedup > 1.0:
+            best = start  # the start kernel beats the reference: steps must beat it
         fastest = None
-        fastest_step = (  # while the reference is the best, a backend may still build on the fastest kernel
-            max((s for s in self.steps if s.verdict == Verdict.OK and s.speedup is not None),
-                key=lambda s: s.speedup or 0.0, default=None)
-            if best_step is None
-            else None
-        )  # fmt: skip
-        if fastest_step is not None:
-            fastest = Candidate(
-                step_index=fastest_step.index,
-                source=fastest_step.final.source,
-                speedup=fastest_step.speedup or 0.0,
-                feedback=_feedback(fastest_step.final),
-            )
+        if best.source is None:  # while the reference is the best, a backend may still build on the fastest kernel
+            correct = [
+                Candidate(
+                    step_index=s.index, source=s.final.source, speedup=s.speedup or 0.0, feedback=_feedback(s.final)
+                )
+                for s in self.steps
+                if s.verdict == Verdict.OK and s.speedup is not None
+            ]
+            fastest = max([*([start] if start is not None else []), *correct], key=lambda c: c.speedup, default=None)
         return StepState(
             method=self.method,
+            run_id=self.run_record.id,
             task=self.context,
             step_index=index,
             steps=self.planned,
@@ -327,7 +362,30 @@ class Optimizer:
             return Direction(glob=GlobalView.of(glob), local=local, local_fallback=fallback, offered=offered)
         if self.method == Method.FLAT:
             return Direction(retrieved=self._similar_steps())
+        if self.method in (Method.RANDOM, Method.FEEDBACK):
+            return self._control(state)
         return Direction()
+
+    def _control(self, state: StepState) -> Direction:
+        """The controls without a memory (docs/method.md, "Methods"). random: a strategy drawn
+        uniformly among those the generator can apply (all of the memory's for a language
+        model). feedback: with a generator that names its strategies, one drawn uniformly among
+        those not tried since the best was set (all once each was tried); a language model
+        chooses its own change from the feedback (no strategy)."""
+        can = self.client.strategies(_jsonable({"state": state})["state"])
+        if can is None and self.method == Method.FEEDBACK:
+            return Direction()
+        views = {v.id: v for v in (LocalView.of(loc) for loc in self.store.get_locals())}
+        pool = [sid for sid in (can if can is not None else sorted(views)) if sid in views]
+        if self.method == Method.FEEDBACK:
+            best = state.best.step_index if state.best.source is not None else None
+            tried = {p.local_id for p in state.path if best is None or p.index > best}
+            pool = [sid for sid in pool if sid not in tried] or pool
+        if not pool:
+            return Direction()
+        local = views[self.policy.rng(state.step_index, self.method.value).choice(pool)]
+        glob = next(g for g in self.store.get_globals() if g.id == local.global_id)
+        return Direction(glob=GlobalView.of(glob), local=local)
 
     def _offered(self, state: StepState, candidates: list[str]) -> list[str] | None:
         """The globals among `candidates` that the backend says it can act on in this state
@@ -438,7 +496,7 @@ class Optimizer:
         static: list[Rendered] = []
         if with_contract:
             static.append(render("native_contract"))
-        if self.method not in (Method.VANILLA, Method.FEEDBACK, Method.FLAT):
+        if self.method in WITH_MEMORY:
             static.append(render("memory_bank", globals=self.store.get_globals()))
         return Prompt.build(user=user, system=system, static=static, context=_jsonable(values))
 

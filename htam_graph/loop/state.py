@@ -183,6 +183,7 @@ class StepState(BaseModel):
     """s_t: everything a step's prompts are rendered from."""
 
     method: Method
+    run_id: str = Field("", description="the run's id (with its seed): what a generator's own draws are seeded by")
     task: TaskContext
     step_index: int
     steps: int

@@ -80,10 +80,6 @@ def read_table(path: Path) -> pd.DataFrame:
     return frame
 
 
-def is_table(path: Path) -> bool:
-    return path.suffix == ".parquet"
-
-
 class TableEvaluator(HoldsNothing):
     """Replays a table (see the module docstring). `for_run(run_id)` gives the evaluator a
     run uses: its draws are seeded by the run id, so a run replays exactly."""

@@ -249,7 +249,14 @@ class StepUpdate(Record):
         None,
         gt=0,
         description="the speedup the reward is measured against when it is not best_before: the run's fastest "
-        "correct kernel, slower than the reference, that this step built on (scoring.reward_from = fastest)",
+        "correct kernel, slower than the reference, that this step built on (scoring.reward_from = fastest), or "
+        "the kernel this step modified (scoring.reward_from = parent)",
+    )
+    deadband: float | None = Field(
+        None,
+        ge=0,
+        description="scoring.reward_from = parent: the reward is the signed log2 gain over base_before, 0 within "
+        "this dead-band (docs/method.md)",
     )
     reward: float = Field(0.0, ge=-1.0, le=1.0, description="always the verdict's (filled in when not given)")
     error_class: Text | None = None
@@ -268,7 +275,12 @@ class StepUpdate(Record):
         except ValueError:
             return data  # the field validator names the bad verdict
         outcome = step_outcome(
-            verdict, data.get("best_before"), data.get("best_after"), data.get("speedup"), data.get("base_before")
+            verdict,
+            data.get("best_before"),
+            data.get("best_after"),
+            data.get("speedup"),
+            data.get("base_before"),
+            data.get("deadband"),
         )
         given = data.get("reward")
         if given is not None and abs(float(given) - outcome.reward) > 1e-9:
@@ -282,7 +294,9 @@ class StepUpdate(Record):
         return self
 
     def outcome(self) -> Outcome:
-        return step_outcome(self.verdict, self.best_before, self.best_after, self.speedup, self.base_before)
+        return step_outcome(
+            self.verdict, self.best_before, self.best_after, self.speedup, self.base_before, self.deadband
+        )
 
     def same_payload(self, other: StepUpdate) -> bool:
         """Whether a replay of this step id carries the same step (its timestamp aside)."""

@@ -66,6 +66,7 @@ def step_outcome(
     best_after: float | None,
     speedup: float | None = None,
     base_before: float | None = None,
+    deadband: float | None = None,
 ) -> Outcome:
     """Reward and counters of a step (HTAM's reward, docs/method.md).
 
@@ -76,10 +77,14 @@ def step_outcome(
     docs/method.md). best_after must be max(best_before, speedup). Every other verdict:
     r = -1, one failure counter, and no speedup may be recorded. Raises ValueError on an
     inconsistent step (the caller's bug, or a tampered import file).
+
+    With `deadband` (scoring.reward_from = parent): an ok step's reward is its signed gain over
+    the kernel it modified, r = clip(log2(speedup / base_before), -1, 1), and 0 while |log2| is
+    under the dead-band (timing noise); base_before is then required.
     """
     if verdict not in STEP_VERDICTS:
         raise ValueError(f"verdict {verdict.value!r} is not a step outcome; a step ends ok or with a failure")
-    if base_before is not None and best_before is not None and base_before > best_before:
+    if deadband is None and base_before is not None and best_before is not None and base_before > best_before:
         raise ValueError(f"base_before {base_before} must not exceed best_before {best_before}")
     if verdict != Verdict.OK:
         if speedup is not None:
@@ -91,6 +96,13 @@ def step_outcome(
         raise ValueError("an ok step needs its speedup and the run's best speedup before and after it")
     if not math.isclose(best_after, max(best_before, speedup), rel_tol=1e-12):
         raise ValueError(f"best_after {best_after} must be max(best_before {best_before}, speedup {speedup})")
+    if deadband is not None:
+        if base_before is None:
+            raise ValueError("a parent-relative reward needs the parent's speedup (base_before)")
+        gain = math.log2(speedup / base_before)
+        if abs(gain) < deadband:
+            return Outcome(reward=0.0, counters=Counters())
+        return Outcome(reward=max(-1.0, min(1.0, gain)), counters=Counters(successes=int(gain > 0)))
     base = best_before if base_before is None else base_before
     if speedup <= base:
         return Outcome(reward=0.0, counters=Counters())

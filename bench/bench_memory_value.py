@@ -97,15 +97,11 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     bench(args.out / "fresh", args.test, [*MEMORY, *CONTROLS], args.seeds, args)
     bench(args.out / "train", args.train, MEMORY, args.seeds, args)
-    trained = []
-    for seed in range(args.seeds):
-        for method in MEMORY:
-            memory = args.out / "train" / "memory" / f"{method}-s{seed}.json"
-            folder = args.out / "trained" / f"{method}-s{seed}"
-            bench(folder, args.test, [method], 1, args, "--memory-from", str(memory))
-            trained.append(runs(folder).assign(method=f"{method} (trained)", seed=seed))
-    fresh = runs(args.out / "fresh")
-    frame = pd.concat([fresh, *trained], ignore_index=True)
+    # each method and seed starts from its own trained memory (train/memory/htam-s3.json, ...)
+    bench(args.out / "trained", args.test, MEMORY, args.seeds, args, "--memory-from", str(args.out / "train/memory"))
+    trained = runs(args.out / "trained")
+    trained["method"] = trained["method"] + " (trained)"
+    frame = pd.concat([runs(args.out / "fresh"), trained], ignore_index=True)
     gm = geomeans(frame)
     rng = np.random.default_rng(0)
     by = {m: g.set_index("seed")["log_gm"] for m, g in gm.groupby("method")}

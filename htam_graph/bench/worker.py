@@ -75,6 +75,11 @@ def read_snapshot(path: Path) -> tuple[MemorySnapshot, str]:
     return snapshot, hashlib.sha256(data).hexdigest()
 
 
+def memory_digest(digests: list[str]) -> str:
+    """One digest of a --memory-from folder's exports."""
+    return hashlib.sha256("\n".join(sorted(digests)).encode()).hexdigest()
+
+
 def run_worker(job: BenchJob, name: str, next_stream: Callable[[], Stream | None], emit: Emit) -> None:
     """Run streams until `next_stream` has none left, with one evaluator for all of them."""
     config = EvalConfig(compile_reference=job.manifest.config.compile_reference)
@@ -140,7 +145,11 @@ def _open_memory(job: BenchJob, path: Path) -> SQLiteStore:
         if source is None:
             store.seed(load_seed_bank())
         else:
-            snapshot, sha256 = read_snapshot(Path(source.path))
+            folder = Path(source.path)
+            export = folder / path.with_suffix(".json").name if folder.is_dir() else folder
+            snapshot, sha256 = read_snapshot(export)
+            if folder.is_dir():
+                sha256 = memory_digest([read_snapshot(f)[1] for f in sorted(folder.glob("*.json"))])
             if sha256 != source.sha256:
                 store.close()
                 raise UserError(f"--memory-from {source.path} changed since the bench started; restore it")

@@ -16,7 +16,7 @@ from htam_graph.bench.executor import BenchFailed, ProcessExecutor, Slot
 from htam_graph.bench.plan import BenchConfig, Layout, MemorySource, TaskEntry, exclusive, open_manifest, streams
 from htam_graph.bench.run import run_bench
 from htam_graph.bench.suite import resolve_suite
-from htam_graph.bench.worker import BenchJob, read_snapshot
+from htam_graph.bench.worker import BenchJob, memory_digest, read_snapshot
 from htam_graph.cli.common import llm_options, print_json, print_table, settings
 from htam_graph.cli.optimize import MEMORY_METHODS, settings_with
 from htam_graph.errors import UserError
@@ -61,8 +61,9 @@ EVALUATORS = ["auto", "gpu", "stand-in", "replay"]
 )
 @click.option(
     "--memory-from",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Start every method's memory from this export (`htam memory export`) instead of the seed bank.",
+    type=click.Path(exists=True, path_type=Path),
+    help="Start every method's memory from this export (`htam memory export`) instead of the seed bank; or, a "
+    "folder (a bench's memory/), each method and seed from its own export there (htam-s0.json, ...).",
 )
 @click.option(
     "--out",
@@ -277,18 +278,27 @@ def _slots(kind: str, gpus: str | None, workers: int | None) -> list[Slot]:
 
 
 def _memory_source(path: Path, config: BenchConfig) -> MemorySource:
-    """--memory-from, checked: an export that has directions when a method needs them, and
-    no runs of this very bench (they would be taken for this bench's own)."""
-    snapshot, sha256 = read_snapshot(path)
-    if not snapshot.globals and any(m in MEMORY_METHODS for m in config.methods):
-        raise UserError(f"--memory-from {path} holds no directions (globals); export a seeded memory")
-    source = MemorySource(path=str(path.resolve()), sha256=sha256)
-    with_source = config.model_copy(update={"memory_from": source})
-    ours = {spec.run_id for stream in streams(with_source) for spec in stream.runs}
-    clash = sorted(ours & {run.id for run in snapshot.runs})
-    if clash:
-        raise UserError(f"--memory-from {path} holds runs of this very bench ({clash[0]}); export another memory")
-    return source
+    """--memory-from, checked: exports that have directions when a method needs them, and
+    no runs of this very bench (they would be taken for this bench's own). A folder holds
+    one export per stream, named as a bench's memory/ names them (`htam-s0.json`): each
+    method and seed starts from its own (the test phase of a train/test comparison)."""
+    files = [path / f"{stream.name}.json" for stream in streams(config)] if path.is_dir() else [path]
+    digests = []
+    source = MemorySource(path=str(path.resolve()), sha256="")
+    ours = {
+        spec.run_id for stream in streams(config.model_copy(update={"memory_from": source})) for spec in stream.runs
+    }
+    for file in files:
+        snapshot, sha256 = read_snapshot(file)
+        digests.append(sha256)
+        if not snapshot.globals and any(m in MEMORY_METHODS for m in config.methods):
+            raise UserError(f"--memory-from {file} holds no directions (globals); export a seeded memory")
+        clash = sorted(ours & {run.id for run in snapshot.runs})
+        if clash:
+            raise UserError(f"--memory-from {file} holds runs of this very bench ({clash[0]}); export another memory")
+    if path.is_dir():  # the digest of every export there, as each worker checks it
+        digests = [memory_digest([read_snapshot(f)[1] for f in sorted(path.glob("*.json"))])]
+    return source.model_copy(update={"sha256": digests[0]})
 
 
 class BenchProgress:

@@ -150,3 +150,17 @@ def test_anthropic_extended_thinking(tmp_path: Path) -> None:
     # every call after the first reads the run's prefix; a step's later calls its state too
     assert summary.cached_share is not None and summary.cached_share > 0.5
     assert all(t.cache_read_tokens > 0 for t in summary.trajectory[1:])
+
+
+def test_the_cli_flag_sets_the_family(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from htam_graph.cli import cli
+    from htam_graph.cli.optimize import settings_with
+    from htam_graph.config import Settings
+
+    for command in ("optimize", "bench"):
+        result = CliRunner().invoke(cli, [command, "--help"], terminal_width=200)
+        assert result.exit_code == 0 and "--llm-family" in result.output and "deepseek-reasoner" in result.output
+    cfg = settings_with(Settings(), None, "openai", "my-model", None, "deepseek-reasoner")
+    assert (cfg.llm.family, cfg.llm.model) == ("deepseek-reasoner", "my-model")

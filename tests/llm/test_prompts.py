@@ -114,3 +114,11 @@ def test_the_feedback_methods_prompts_match_their_golden_files(tmp_path: Path) -
         golden(f"feedback-step{index + 1}-state.txt", generate.shared)
         golden(f"feedback-step{index + 1}-generate.txt", generate.user)
         golden(f"feedback-step{index + 1}-reflect.txt", reflect.user)
+
+
+def test_the_contract_states_the_build_the_judge_runs() -> None:
+    from htam_graph.runner.build import DEFAULT_FLAGS
+    from htam_graph.templating import render
+
+    contract = " ".join(render("native_contract").text.split())
+    assert f"nvcc -cubin {' '.join(DEFAULT_FLAGS)} -arch=sm_XY" in contract

@@ -501,7 +501,7 @@ class Optimizer:
         atomic_write(self.folder / "steps" / f"{name}.json", record.model_dump_json(indent=1))
         steps = [*self.steps, record]
         entries = [
-            ScriptEntry(template=call.template, text=call.text, reasoning=call.reasoning)
+            ScriptEntry(template=call.template, text=call.text, reasoning=call.reasoning, truncated=call.truncated)
             for step in steps
             for call in step.calls
         ]

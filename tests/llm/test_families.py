@@ -164,3 +164,17 @@ def test_the_cli_flag_sets_the_family(tmp_path: Path) -> None:
         assert result.exit_code == 0 and "--llm-family" in result.output and "deepseek-reasoner" in result.output
     cfg = settings_with(Settings(), None, "openai", "my-model", None, "deepseek-reasoner")
     assert (cfg.llm.family, cfg.llm.model) == ("deepseek-reasoner", "my-model")
+
+
+def test_a_replayed_run_counts_the_same_events(tmp_path: Path) -> None:
+    """responses.yaml keeps the cut-off answers as cut off: the script backend replays the
+    run with the same fallbacks, notes and events."""
+    from htam_graph.llm.script import ScriptClient
+
+    with DeepSeekReasonerServer(reasoning_tokens={"select_local": 5000, "reflect": 5000}) as server:
+        client = make_client(settings("openai", server.url + "/v1", family=None, reasoning_budget=2048))
+        first, records = run_loop(Method.HTAM, client, tmp_path / "first")
+    script = Path(first.folder) / "responses.yaml"
+    again, replayed = run_loop(Method.HTAM, ScriptClient(script), tmp_path / "again")
+    assert again.events == first.events and [r.note for r in replayed] == [r.note for r in records]
+    assert [(r.local_id, r.verdict) for r in replayed] == [(r.local_id, r.verdict) for r in records]

@@ -17,7 +17,12 @@ from htam_graph.loop.clients import make_client
 from htam_graph.loop.optimizer import CHOICE_MAX_TOKENS, CODE_MAX_TOKENS, NOTE_MAX_TOKENS
 from htam_graph.vocab import Method, Verdict
 from tests.llm.conftest import settings
-from tests.llm.family_servers import AnthropicThinkingServer, DeepSeekReasonerServer, OpenAIReasoningServer
+from tests.llm.family_servers import (
+    AnthropicThinkingServer,
+    DeepSeekReasonerServer,
+    OpenAIReasoningServer,
+    call_kind,
+)
 from tests.llm.loop_harness import run_loop
 
 VERDICTS = [Verdict.OK, Verdict.INCORRECT, Verdict.OK]
@@ -178,3 +183,24 @@ def test_a_replayed_run_counts_the_same_events(tmp_path: Path) -> None:
     again, replayed = run_loop(Method.HTAM, ScriptClient(script), tmp_path / "again")
     assert again.events == first.events and [r.note for r in replayed] == [r.note for r in records]
     assert [(r.local_id, r.verdict) for r in replayed] == [(r.local_id, r.verdict) for r in records]
+
+
+def test_claude_cut_off_while_thinking_is_counted(tmp_path: Path) -> None:
+    """stop_reason max_tokens with nothing but a thinking block: the choice is cut off while
+    reasoning, retried, then taken by the record; the note falls back to the template."""
+    from tests.llm.fakes import anthropic_message, thinking_block
+
+    class CutOff(AnthropicThinkingServer):
+        def next_reply(self):  # type: ignore[no-untyped-def]
+            reply = super().next_reply()
+            body = self.requests[-1].body
+            if call_kind(body) in ("select_local", "reflect"):
+                return anthropic_message(thinking_block("still thinking"), stop_reason="max_tokens")
+            return reply
+
+    with CutOff() as server:
+        client = make_client(settings("anthropic", server.url, family="anthropic-thinking"))
+        summary, records = run_loop(Method.HTAM, client, tmp_path, steps=1)
+    assert server.rejected == []
+    assert summary.events == {"reflect.fallback": 1, "select_local.fallback": 1, "select_local.truncated": 2}
+    assert records[0].calls[0].error == "cut off at the token limit while still reasoning (stop reason 'max_tokens')"

@@ -17,8 +17,10 @@ families, detected from the model's name (docs/prompts.md has the table):
   `max_tokens` = answer + budget; JSON output (a forced tool is refused with thinking).
 
 The loop names an *answer* limit per call (a strategy choice, a note, a kernel); the family
-adds the reasoning budget, so a reasoning model's thinking never eats the answer's tokens.
-`HTAM_LLM__FAMILY` overrides the detection.
+adds the reasoning budget, so the thinking has room of its own beyond the answer's. A model
+that thinks past it is cut off, which the backends detect (`Completion.truncated`) and the
+loop counts as an event. Names are only a guess (`gpt-5-chat` is no reasoning model, a
+served R1 may be called anything): `HTAM_LLM__FAMILY` overrides the detection.
 """
 
 from __future__ import annotations

@@ -149,7 +149,7 @@ class OpenAIClient(ApiClient):
             reasoning=reasoning,
             usage=self._usage(**tokens) if (tokens := _tokens(response)) else Usage(cost_usd=None),
             model=response.model or self.model,
-            stop_reason=choice.finish_reason,
+            stop_reason="refusal" if choice.message.refusal else choice.finish_reason,
             truncated=choice.finish_reason in _TRUNCATED,
             request_id=response._request_id,
         )

@@ -99,7 +99,8 @@ class StepRecord(BaseModel):
         """What did not go as asked, counted (never silent): `select_local.invalid` /
         `.truncated` (an unusable strategy choice, retried), `select_local.fallback` (the
         strategy taken by the memory's record), `reflect.fallback` (no note: the template's
-        was stored), `<template>.truncated` (an answer cut off at its token limit)."""
+        was stored), `<template>.truncated` (an answer cut off at its token limit),
+        `<template>.refusal` (the model refused: a kernel call then has no candidate)."""
         counts: dict[str, int] = {}
 
         def add(kind: str) -> None:
@@ -112,6 +113,8 @@ class StepRecord(BaseModel):
                 add(f"{call.template}.{'truncated' if call.truncated else 'invalid'}")
             elif call.truncated:
                 add(f"{call.template}.truncated")
+            elif call.stop_reason == "refusal":
+                add(f"{call.template}.refusal")
         if self.local_fallback:
             add("select_local.fallback")
         return dict(sorted(counts.items()))

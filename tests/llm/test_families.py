@@ -204,3 +204,33 @@ def test_claude_cut_off_while_thinking_is_counted(tmp_path: Path) -> None:
     assert server.rejected == []
     assert summary.events == {"reflect.fallback": 1, "select_local.fallback": 1, "select_local.truncated": 2}
     assert records[0].calls[0].error == "cut off at the token limit while still reasoning (stop reason 'max_tokens')"
+
+
+@pytest.mark.parametrize("family", ["openai-reasoning", "anthropic-thinking"])
+def test_a_refused_kernel_is_a_counted_event(family: str, tmp_path: Path) -> None:
+    from tests.llm.fakes import anthropic_message, chat_completion, text_block
+
+    class RefusingOpenAI(OpenAIReasoningServer):
+        def next_reply(self):  # type: ignore[no-untyped-def]
+            reply = super().next_reply()
+            if call_kind(self.requests[-1].body) == "generate":
+                return chat_completion(None, extra_message={"refusal": "I can't help with that."}, model="o4-mini")
+            return reply
+
+    class RefusingAnthropic(AnthropicThinkingServer):
+        def next_reply(self):  # type: ignore[no-untyped-def]
+            reply = super().next_reply()
+            if call_kind(self.requests[-1].body) == "generate":
+                return anthropic_message(text_block("I can't help with that."), stop_reason="refusal")
+            return reply
+
+    if family == "openai-reasoning":
+        server: OpenAIReasoningServer | AnthropicThinkingServer = RefusingOpenAI()
+        config = settings("openai", server.url + "/v1", model="o4-mini", family=None)
+    else:
+        server = RefusingAnthropic()
+        config = settings("anthropic", server.url, family="anthropic-thinking")
+    with server:
+        summary, records = run_loop(Method.HTAM, make_client(config), tmp_path, steps=1)
+    assert records[0].verdict == Verdict.NO_CANDIDATE
+    assert summary.events == {"generate.refusal": 1}

@@ -122,6 +122,7 @@ def bench(
     out: Path,
     backend: str | None,
     model: str | None,
+    family: str | None,
     base_url: str | None,
     script_path: Path | None,
     evaluator: str,
@@ -143,7 +144,7 @@ def bench(
             raise UserError("--report-only reports the bench in --out: give no SUITE")
         _summarize(console, _report(Layout(out)), as_json)
         return
-    cfg = settings_with(settings(), None, backend, model, base_url)
+    cfg = settings_with(settings(), None, backend, model, base_url, family)
     chosen = _methods(methods)
     kind = "gpu" if evaluator == "auto" else evaluator
     if (kind == "replay") != (replay_path is not None):

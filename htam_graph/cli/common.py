@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from htam_graph.config import Settings, load_settings
-from htam_graph.llm.settings import Backend
+from htam_graph.llm.settings import Backend, Family
 
 console = Console()
 
@@ -35,7 +35,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def llm_options(script_help: str) -> Callable[[F], F]:
-    """--llm, --model, --base-url and --script, for the commands that run the loop
+    """--llm, --model, --llm-family, --base-url and --script, for the commands that run the loop
     (htam optimize, htam bench); `script_help` says how that command replays a script."""
     options = [
         click.option(
@@ -45,6 +45,13 @@ def llm_options(script_help: str) -> Callable[[F], F]:
             help="Who writes the kernels [env HTAM_LLM__BACKEND; default anthropic].",
         ),
         click.option("--model", help="Model id [env HTAM_LLM__MODEL]."),
+        click.option(
+            "--llm-family",
+            "family",
+            type=click.Choice(get_args(Family)),
+            help="How the model is asked (reasoning budget, completion limit, tool or JSON mode); default: "
+            "detected from the model's name, see docs/prompts.md [env HTAM_LLM__FAMILY].",
+        ),
         click.option(
             "--base-url",
             help="Endpoint of an OpenAI-compatible server, e.g. https://api.deepseek.com [env HTAM_LLM__BASE_URL].",

@@ -95,6 +95,7 @@ def optimize(
     method: str,
     backend: str | None,
     model: str | None,
+    family: str | None,
     base_url: str | None,
     script_path: Path | None,
     evaluator: str,
@@ -115,7 +116,7 @@ def optimize(
     kernel as best.py and the responses for exact replay."""
     from htam_graph.tasks import resolve_task
 
-    cfg = settings_with(settings(), store_kind, backend, model, base_url)
+    cfg = settings_with(settings(), store_kind, backend, model, base_url, family)
     if run_id is not None and resume_id is not None:
         raise UserError("--run-id names a new run and --resume continues one: give one of them")
     run_id = check_run_id(run_id) if run_id is not None else None
@@ -178,10 +179,16 @@ def optimize(
 
 
 def settings_with(
-    base: Settings, store_kind: str | None, backend: str | None, model: str | None, base_url: str | None
+    base: Settings,
+    store_kind: str | None,
+    backend: str | None,
+    model: str | None,
+    base_url: str | None,
+    family: str | None = None,
 ) -> Settings:
     """The command's flags over the global settings (flags > environment > the settings file)."""
-    llm_given = {k: v for k, v in {"backend": backend, "model": model, "base_url": base_url}.items() if v is not None}
+    given = {"backend": backend, "model": model, "base_url": base_url, "family": family}
+    llm_given = {k: v for k, v in given.items() if v is not None}
     update: dict[str, Any] = {"llm": LLMSettings.model_validate({**base.llm.model_dump(), **llm_given})}
     if store_kind is not None:
         update["store"] = store_kind
@@ -212,14 +219,22 @@ def _live(console: Console, record: StepRecord, summary: RunSummary) -> None:
 
 def _final(console: Console, summary: RunSummary) -> None:
     rows = [
-        (t.index + 1, _strategy(t.global_id, t.local_id), t.verdict.value, t.speedup, t.reward, t.best_after)
+        (
+            t.index + 1, _strategy(t.global_id, t.local_id), t.verdict.value, t.speedup, t.reward, t.best_after,
+            t.input_tokens + t.cache_write_tokens, t.cache_read_tokens, t.output_tokens, _dollars(t.cost_usd),
+        )
         for t in summary.trajectory
-    ]
+    ]  # fmt: skip
     print_table(
         f"{summary.run_id}: {summary.task_id}, {summary.method.value} ({summary.evaluator})",
-        ["step", "direction/strategy", "verdict", "speedup", "reward", "best"],
+        ["step", "direction/strategy", "verdict", "speedup", "reward", "best", "input", "cached", "output", "cost"],
         rows,
     )
+    if summary.cached_share is not None:
+        console.print(f"prompt cache: {summary.cached_share:.0%} of the input tokens read from it", highlight=False)
+    if summary.events:  # fallbacks and cut-off answers: counted, never silent
+        events = ", ".join(f"{kind} x{n}" for kind, n in summary.events.items())
+        console.print(f"[yellow]LLM events: {escape(events)}[/]", highlight=False)
     best = f"{summary.best_speedup:.3f}x over eager" + (
         f" (step {summary.best_step + 1})" if summary.best_step is not None else ""
     )

@@ -2,8 +2,9 @@
 OpenAI-compatible endpoint, and scripted responses for reproducing a run.
 
 Dependencies point one way: base (the interface and records) <- retry, prices, settings
-<- api (what the HTTP backends share) <- anthropic_client, openai_client; script needs
-only base; htam_graph.loop.clients picks one from LLMSettings.
+<- family (the request's parameters per model family) <- api (what the HTTP backends
+share) <- anthropic_client, openai_client; script needs only base;
+htam_graph.loop.clients picks one from LLMSettings.
 
 Nothing is imported here: htam_graph.config nests llm.settings, and every process that
 reads settings (GPU workers included, where the provider SDKs are not installed) must not

@@ -7,6 +7,13 @@ are asked for with `output_config.format` (the answer is constrained to the JSON
 or, in `tool` mode, with one tool whose input schema is the answer's and a tool choice
 forcing it; current models (Opus 5.5, Sonnet 5.5, Fable 5.1) reject a forced tool choice
 with a 400, hence `json` is the default. Either way pydantic validates the answer.
+
+With extended thinking (family `anthropic-thinking`, llm/family.py) every request carries
+`thinking: {type: enabled, budget_tokens}` and a `max_tokens` of the answer's limit plus
+that budget; thinking blocks come back apart from the text and land in
+`Completion.reasoning`. The step's shared part is the first block of the user message,
+marked cacheable too: a step's calls then read the system, the static prefix and the
+step's state from the cache (three of the four breakpoints Anthropic allows).
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from anthropic.types import Message, MessageParam, TextBlockParam
 
 from htam_graph.llm.api import CONNECT_TIMEOUT_S, ApiClient, MalformedResponse, connection_failure, malformed_failure
 from htam_graph.llm.base import Completion, InvalidAnswer, Prompt, T, parse_answer, validate_answer
+from htam_graph.llm.family import plan_requests
 from htam_graph.llm.retry import TRANSIENT_STATUS, Failure, retry_after_s
 from htam_graph.llm.settings import DEFAULT_ANTHROPIC_MODEL, LLMSettings
 
@@ -32,7 +40,8 @@ class AnthropicClient(ApiClient):
 
     def __init__(self, settings: LLMSettings) -> None:
         super().__init__(settings, settings.model or DEFAULT_ANTHROPIC_MODEL)
-        self.structured_mode = settings.structured_mode or "json"
+        self.plan = plan_requests(settings, self.model)
+        self.structured_mode = self.plan.structured_mode
         self._sdk = anthropic.Anthropic(
             api_key=self._api_key,
             base_url=settings.base_url,
@@ -74,7 +83,9 @@ class AnthropicClient(ApiClient):
         raw = json.dumps(calls[0].input) if calls else _text(message)
         completion = self._completion(message, raw)
         if completion.truncated:
-            raise InvalidAnswer(f"cut off at max_tokens (stop reason {message.stop_reason!r})", completion)
+            raise InvalidAnswer(f"cut off at the token limit (stop reason {message.stop_reason!r})", completion)
+        if message.stop_reason == "refusal":
+            raise InvalidAnswer("the model refused", completion)
         if not calls:
             raise InvalidAnswer(
                 f"no call of the tool {schema.__name__} (stop reason {message.stop_reason!r})", completion
@@ -87,12 +98,18 @@ class AnthropicClient(ApiClient):
             for part in (prompt.system, prompt.static)
             if part
         ]
-        messages: list[MessageParam] = [{"role": "user", "content": prompt.user}]
+        user: list[TextBlockParam] = [{"type": "text", "text": prompt.user}]
+        if prompt.shared:
+            user.insert(0, {"type": "text", "text": prompt.shared, "cache_control": _EPHEMERAL})
+        messages: list[MessageParam] = [{"role": "user", "content": user if prompt.shared else prompt.user}]
+        limit = self.plan.completion_limit(max_tokens or self.settings.max_tokens)
+        if self.plan.family == "anthropic-thinking":
+            options["thinking"] = {"type": "enabled", "budget_tokens": self.plan.reasoning_budget}
 
         def send() -> Message:
             message = self._sdk.messages.create(
                 model=self.model,
-                max_tokens=max_tokens or self.settings.max_tokens,
+                max_tokens=limit,
                 system=system or anthropic.omit,
                 messages=messages,
                 **options,

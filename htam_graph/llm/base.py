@@ -1,9 +1,12 @@
 """The one interface the optimization loop talks to, whatever answers: a prompt goes in, a
 completion (text, reasoning, tokens, dollars) or a validated pydantic answer comes out.
 
-A prompt is split the way providers cache: `system` and `static` are the same from call
-to call (instructions, the native-format contract, the memory bank summary) and are sent
-first, marked cacheable where the API allows it; `user` is what changes per call.
+A prompt is split the way providers cache, most stable first: `system` and `static` are
+the same for every call of a run (instructions, the native-format contract, the memory bank
+summary, the task), `shared` is the same for every call of a step (where the run stands:
+the code the step builds on, the last candidate, their feedback), and `user` is what this
+call asks. Each part is sent after the one before it, marked cacheable where the API
+allows it, so a call reads from the prompt cache everything up to its own question.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ class Prompt(BaseModel):
     template: str
     system: str = ""
     static: str = ""
+    shared: str = ""
     user: str
     rendered: tuple[Rendered, ...] = ()
     # The values the user part was rendered from, as JSON: for a backend that reads the
@@ -45,16 +49,19 @@ class Prompt(BaseModel):
         user: Rendered,
         system: Sequence[Rendered] = (),
         static: Sequence[Rendered] = (),
+        shared: Sequence[Rendered] = (),
         context: dict[str, Any] | None = None,
     ) -> Prompt:
-        """A prompt from rendered templates; the parts of `system` and of `static` are each
-        joined by a blank line, and every template is kept in `rendered` for the record."""
+        """A prompt from rendered templates; the parts of `system`, `static` and `shared`
+        are each joined by a blank line, and every template is kept in `rendered` for the
+        record."""
         return cls(
             template=user.name,
             system=_join(system),
             static=_join(static),
+            shared=_join(shared),
             user=user.text,
-            rendered=(*system, *static, user),
+            rendered=(*system, *static, *shared, user),
             context=context or {},
         )
 
@@ -62,7 +69,8 @@ class Prompt(BaseModel):
     def sha256(self) -> str:
         """A hash of everything sent: two calls with equal hashes sent the same text."""
         digest = hashlib.sha256()
-        for part in (self.system, self.static, self.user):
+        parts = (self.system, self.static, self.shared) if self.shared else (self.system, self.static)
+        for part in (*parts, self.user):
             digest.update(part.encode())
             digest.update(b"\0")
         return digest.hexdigest()
@@ -201,7 +209,10 @@ def parse_answer(schema: type[T], completion: Completion) -> T:
     single Markdown code fence around the JSON is tolerated: some models add one even in
     JSON mode."""
     if completion.truncated:
-        raise InvalidAnswer(f"cut off at max_tokens (stop reason {completion.stop_reason!r})", completion)
+        where = "while still reasoning" if not completion.text.strip() else "in the answer"
+        raise InvalidAnswer(f"cut off at the token limit {where} (stop reason {completion.stop_reason!r})", completion)
+    if completion.stop_reason == "refusal":
+        raise InvalidAnswer("the model refused", completion)
     text = completion.text.strip()
     fenced = _FENCE.match(text)
     if fenced:

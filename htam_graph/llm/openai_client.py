@@ -9,6 +9,13 @@ cache) reuse it. Reasoning models return their thinking apart from the answer:
 either way it lands in `Completion.reasoning`, never in the answer. Structured answers come
 from a forced function call (`tool`) or JSON mode (`json`, for servers without tool
 calls: the schema is then appended to the user message, as JSON mode does not carry one).
+
+The request's parameters follow the model's family (llm/family.py): a chat model gets
+`max_tokens`; an OpenAI reasoning model `max_completion_tokens` (answer plus reasoning
+budget), `reasoning_effort` and a developer message; an R1-style reasoner `max_tokens` with
+the reasoning budget added (its reasoning counts inside it) and JSON mode, since it takes no
+forced tool call. The step's shared part and the call's question form the user message,
+shared part first, so automatic prefix caching covers everything up to the question.
 """
 
 from __future__ import annotations
@@ -24,7 +31,8 @@ from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
 
 from htam_graph.errors import UserError
 from htam_graph.llm.api import CONNECT_TIMEOUT_S, ApiClient, MalformedResponse, connection_failure, malformed_failure
-from htam_graph.llm.base import Completion, Prompt, T, Usage, parse_answer
+from htam_graph.llm.base import Completion, InvalidAnswer, Prompt, T, Usage, parse_answer
+from htam_graph.llm.family import plan_requests
 from htam_graph.llm.retry import TRANSIENT_STATUS, Failure, retry_after_s
 from htam_graph.llm.settings import LLMSettings
 
@@ -46,7 +54,8 @@ class OpenAIClient(ApiClient):
         if not settings.model:
             raise UserError("the openai backend needs a model: set HTAM_LLM__MODEL (e.g. deepseek-reasoner)")
         super().__init__(settings, settings.model)
-        self.structured_mode = settings.structured_mode or "tool"
+        self.plan = plan_requests(settings, settings.model)
+        self.structured_mode = self.plan.structured_mode
         self._sdk = openai.OpenAI(
             api_key=self._api_key,
             base_url=settings.base_url,
@@ -75,6 +84,11 @@ class OpenAIClient(ApiClient):
         response = self._send(prompt, prompt.user, max_tokens)
         return self._completion(response, response.choices[0].message.content or "")
 
+    def _refused(self, response: ChatCompletion, completion: Completion) -> None:
+        refusal = response.choices[0].message.refusal
+        if refusal:
+            raise InvalidAnswer(f"the model refused: {refusal}", completion)
+
     def structured(self, prompt: Prompt, schema: type[T], max_tokens: int | None = None) -> tuple[T, Completion]:
         if self.structured_mode == "json":
             user = (
@@ -83,6 +97,7 @@ class OpenAIClient(ApiClient):
             )
             response = self._send(prompt, user, max_tokens, response_format={"type": "json_object"})
             completion = self._completion(response, response.choices[0].message.content or "")
+            self._refused(response, completion)
             return parse_answer(schema, completion), completion
 
         function: Any = {
@@ -99,17 +114,26 @@ class OpenAIClient(ApiClient):
         calls = [c for c in message.tool_calls or () if c.type == "function" and c.function.name == schema.__name__]
         # No call: the content is what the model said instead; parsing it names the problem.
         completion = self._completion(response, calls[0].function.arguments if calls else message.content or "")
+        self._refused(response, completion)
         return parse_answer(schema, completion), completion
 
     def _send(self, prompt: Prompt, user: str, max_tokens: int | None, **options: Any) -> ChatCompletion:
         system = "\n\n".join(part for part in (prompt.system, prompt.static) if part)
-        messages: list[ChatCompletionMessageParam] = [{"role": "system", "content": system}] if system else []
-        messages.append({"role": "user", "content": user})
+        messages: list[ChatCompletionMessageParam] = []
+        if system:  # OpenAI's reasoning models take the instructions as a developer message
+            if self.plan.family == "openai-reasoning":
+                messages.append({"role": "developer", "content": system})
+            else:
+                messages.append({"role": "system", "content": system})
+        messages.append({"role": "user", "content": f"{prompt.shared}\n\n{user}" if prompt.shared else user})
+        limit = self.plan.completion_limit(max_tokens or self.settings.max_tokens)
+        if self.plan.family == "openai-reasoning":
+            options |= {"max_completion_tokens": limit, "reasoning_effort": self.settings.reasoning_effort}
+        else:
+            options |= {"max_tokens": limit}
 
         def send() -> ChatCompletion:
-            response = self._sdk.chat.completions.create(
-                model=self.model, messages=messages, max_tokens=max_tokens or self.settings.max_tokens, **options
-            )
+            response = self._sdk.chat.completions.create(model=self.model, messages=messages, **options)
             if not response.choices or response.choices[0].message is None:
                 raise MalformedResponse("a chat completion without a choice")
             return response
@@ -125,7 +149,7 @@ class OpenAIClient(ApiClient):
             reasoning=reasoning,
             usage=self._usage(**tokens) if (tokens := _tokens(response)) else Usage(cost_usd=None),
             model=response.model or self.model,
-            stop_reason=choice.finish_reason,
+            stop_reason="refusal" if choice.message.refusal else choice.finish_reason,
             truncated=choice.finish_reason in _TRUNCATED,
             request_id=response._request_id,
         )

@@ -11,6 +11,9 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 Backend = Literal["anthropic", "openai", "script", "catalog"]
 StructuredMode = Literal["tool", "json"]
+# How a model family is asked (llm/family.py): which parameters, which structured mode.
+Family = Literal["chat", "openai-reasoning", "deepseek-reasoner", "anthropic", "anthropic-thinking"]
+ReasoningEffort = Literal["minimal", "low", "medium", "high"]
 
 # The SDKs' own variables, read when HTAM_LLM__API_KEY is not set.
 API_KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
@@ -40,7 +43,23 @@ class LLMSettings(BaseModel):
         "default: the SDK's (its ANTHROPIC_BASE_URL / OPENAI_BASE_URL, then the provider's)",
     )
     api_key: SecretStr | None = Field(None, description="default: ANTHROPIC_API_KEY or OPENAI_API_KEY")
-    max_tokens: int = Field(16384, ge=1, description="max output tokens per call (reasoning included)")
+    family: Family | None = Field(
+        None,
+        description="the model family, which decides the request's parameters (llm/family.py, docs/prompts.md): "
+        "chat, openai-reasoning (o1/o3/o4/gpt-5: max_completion_tokens, reasoning_effort), deepseek-reasoner "
+        "(R1-style: reasoning counted in max_tokens, no forced tool calls), anthropic, anthropic-thinking "
+        "(extended thinking with budget_tokens). Default: detected from the backend and the model's name",
+    )
+    max_tokens: int = Field(
+        16384, ge=1, description="max answer tokens of a call that names none (a reasoning budget comes on top)"
+    )
+    reasoning_budget: int = Field(
+        16000,
+        ge=1024,
+        description="tokens a reasoning model may think per call, on top of the call's answer limit "
+        "(openai-reasoning and deepseek-reasoner: added to the completion limit; anthropic-thinking: budget_tokens)",
+    )
+    reasoning_effort: ReasoningEffort = Field("medium", description="openai-reasoning's reasoning_effort")
     timeout_s: float = Field(600.0, gt=0.0, description="per HTTP request (connecting: 5 s)")
     max_retries: int = Field(4, ge=0, description="retries of transient failures (429, 5xx, 529, connection)")
     retry_backoff_s: float = Field(1.0, ge=0.0, description="first backoff, doubled per retry, unless retry-after")

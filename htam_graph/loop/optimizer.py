@@ -14,7 +14,7 @@ import hashlib
 import json
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -38,12 +38,14 @@ from htam_graph.loop.runs import task_context
 from htam_graph.loop.state import (
     Candidate,
     GlobalView,
+    LastCandidate,
     LocalView,
     PathEntry,
     RetrievedStep,
     StepState,
     TaskContext,
     TransitionView,
+    code_diff,
 )
 from htam_graph.memory.models import GlobalScore, StepUpdate, TaskRecord, utcnow
 from htam_graph.memory.store import MemoryStore
@@ -130,6 +132,9 @@ class Optimizer:
         self.steps: list[StepRecord] = []
         self.start: Attempt | None = None  # the generator's start kernel, judged once (start.json)
         self._calls: list[CallRecord] = []  # of the step in progress
+        self._step_state: StepState | None = None  # of the step in progress
+        self._shared: Rendered | None = None  # its rendering, the same in every call of the step
+        self._static: list[Rendered] | None = None  # the run's prefix after the system text
 
     @property
     def planned(self) -> int:
@@ -217,9 +222,15 @@ class Optimizer:
                     best_after=s.best_after,
                     cost_usd=s.usage.cost_usd,
                     note=s.note,
+                    input_tokens=s.usage.input_tokens,
+                    cache_read_tokens=s.usage.cache_read_tokens,
+                    cache_write_tokens=s.usage.cache_write_tokens,
+                    output_tokens=s.usage.output_tokens,
+                    events=s.events(),
                 )
                 for s in self.steps
             ],
+            events=_sum_events(s.events() for s in self.steps),
         )
 
     # -- one step -----------------------------------------------------------------------
@@ -314,7 +325,16 @@ class Optimizer:
                 if s.verdict == Verdict.OK and s.speedup is not None
             ]
             fastest = max([*([start] if start is not None else []), *correct], key=lambda c: c.speedup, default=None)
-        return StepState(
+        base = best if best.source is not None else fastest
+        last_candidate = None  # the last candidate beside its feedback, unless it is the base shown
+        if last is not None and last is not best_step and (base is None or base.step_index != last.index):
+            last_candidate = LastCandidate(
+                step_index=last.index,
+                source=last.final.source,
+                diff=code_diff(base.source if base is not None else None, last.final.source),
+                feedback=_feedback(last.final),
+            )
+        state = StepState(
             method=self.method,
             run_id=self.run_record.id,
             task=self.context,
@@ -323,8 +343,11 @@ class Optimizer:
             best=best,
             fastest=fastest,
             last=_feedback(last.final) if last is not None and last is not best_step else None,
+            last_candidate=last_candidate,
             path=[PathEntry.of(s.update) for s in self.steps],
         )
+        self._step_state, self._shared = state, render("step_state", state=state)
+        return state
 
     def _prefix(self) -> list[str]:
         """The run's chosen globals, most recent first (p_1 first)."""
@@ -476,29 +499,54 @@ class Optimizer:
             "best_before": round(best_before, 3),
             "best_after": round(best_after, 3),
         }
+        fallback = render("reflection_fallback", **values).text.strip()
         if not self._writes_notes() or final.source is None:
-            return render("reflection_fallback", **values).text.strip()
-        prompt = self._prompt("reflect", with_contract=False, source=final.source, **values)
+            return fallback
+        state = self._step_state
+        prompt = self._prompt(
+            "reflect",
+            with_contract=False,
+            source=final.source,
+            diff=code_diff(state.base.source if state is not None else None, final.source),
+            local=direction.local,
+            step_index=state.step_index if state is not None else len(self.steps),
+            steps=self.planned,
+            **values,
+        )
         completion = self.client.complete(prompt, NOTE_MAX_TOKENS)
+        note = " ".join(completion.text.split())[:600]
+        if not note:  # a counted event (StepRecord.events), never a silent empty note
+            why = "cut off while reasoning" if completion.truncated else "an empty answer"
+            self._calls.append(CallRecord.of(prompt, completion, error=f"no note ({why}); the template's note is kept"))
+            log.warning("step %d: the reflection gave no note (%s); kept the template's note", len(self.steps), why)
+            return fallback
         self._calls.append(CallRecord.of(prompt, completion))
-        return " ".join(completion.text.split())[:600]
+        return note
 
     def _writes_notes(self) -> bool:
-        """LLM backends write reflections; a script only when it recorded some."""
+        """LLM backends write reflections; a script only when it recorded some. Vanilla's one
+        step has no later step to read its note: the template writes it."""
+        if self.method == Method.VANILLA:
+            return False
         if isinstance(self.client, ScriptClient):
             return self.client.remaining("reflect") > 0
         return self.client.name in ("anthropic", "openai")
 
-    def _prompt(self, name: str, with_contract: bool, **values: Any) -> Prompt:
-        """prompts/<name>.j2 as the user part, after the cached system and static parts."""
+    def _prompt(self, name: str, with_contract: bool = True, **values: Any) -> Prompt:
+        """prompts/<name>.j2 as the call's question, after the run's prefix (the system text,
+        the native contract, the memory bank for the methods with a memory, the task: the
+        same in every call of the run) and the step's state (step_state.j2: the same in every
+        call of the step), so each call reads all but its question from the prompt cache.
+        `with_contract` is no longer read: every call carries the contract, one prefix per run."""
         user = render(name, **values)
         system = [render("system", target=self.manifest.target)]
-        static: list[Rendered] = []
-        if with_contract:
-            static.append(render("native_contract"))
-        if self.method in WITH_MEMORY:
-            static.append(render("memory_bank", globals=self.store.get_globals()))
-        return Prompt.build(user=user, system=system, static=static, context=_jsonable(values))
+        if self._static is None:
+            self._static = [render("native_contract")]
+            if self.method in WITH_MEMORY:
+                self._static.append(render("memory_bank", globals=self.store.get_globals()))
+            self._static.append(render("task", task=self.context))
+        shared = [self._shared] if self._shared is not None else []
+        return Prompt.build(user=user, system=system, static=self._static, shared=shared, context=_jsonable(values))
 
     # -- the run folder -------------------------------------------------------------------
     def _persist(self, record: StepRecord) -> None:
@@ -511,7 +559,7 @@ class Optimizer:
         atomic_write(self.folder / "steps" / f"{name}.json", record.model_dump_json(indent=1))
         steps = [*self.steps, record]
         entries = [
-            ScriptEntry(template=call.template, text=call.text, reasoning=call.reasoning)
+            ScriptEntry(template=call.template, text=call.text, reasoning=call.reasoning, truncated=call.truncated)
             for step in steps
             for call in step.calls
         ]
@@ -525,6 +573,14 @@ def load_steps(folder: Path) -> list[StepRecord]:
         if record.index != expected:
             raise ValueError(f"{folder}/steps: step {expected} is missing (found step {record.index})")
     return records
+
+
+def _sum_events(per_step: Iterable[dict[str, int]]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for events in per_step:
+        for kind, n in events.items():
+            total[kind] = total.get(kind, 0) + n
+    return dict(sorted(total.items()))
 
 
 def _calls_per_template(steps: list[StepRecord]) -> dict[str, int]:

@@ -14,7 +14,7 @@ import tempfile
 from datetime import datetime
 from pathlib import Path
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field
 
 from htam_graph.llm.base import Completion, Prompt, Usage
 from htam_graph.memory.models import RunRecord, StepUpdate, utcnow
@@ -33,6 +33,8 @@ class CallRecord(BaseModel):
     usage: Usage
     model: str
     error: str | None = Field(None, description="why the answer was not usable (then retried or fallen back)")
+    stop_reason: str | None = Field(None, description="as the provider named it: stop, length, end_turn, ...")
+    truncated: bool = Field(False, description="the answer hit its token limit")
 
     @classmethod
     def of(cls, prompt: Prompt, completion: Completion, error: str | None = None) -> CallRecord:
@@ -45,6 +47,8 @@ class CallRecord(BaseModel):
             usage=completion.usage,
             model=completion.model,
             error=error,
+            stop_reason=completion.stop_reason,
+            truncated=completion.truncated,
         )
 
 
@@ -91,6 +95,30 @@ class StepRecord(BaseModel):
     def final(self) -> Attempt:
         return self.attempts[-1]
 
+    def events(self) -> dict[str, int]:
+        """What did not go as asked, counted (never silent): `select_local.invalid` /
+        `.truncated` (an unusable strategy choice, retried), `select_local.fallback` (the
+        strategy taken by the memory's record), `reflect.fallback` (no note: the template's
+        was stored), `<template>.truncated` (an answer cut off at its token limit),
+        `<template>.refusal` (the model refused: a kernel call then has no candidate)."""
+        counts: dict[str, int] = {}
+
+        def add(kind: str) -> None:
+            counts[kind] = counts.get(kind, 0) + 1
+
+        for call in self.calls:
+            if call.template == "reflect" and call.error:
+                add("reflect.fallback")
+            elif call.error:
+                add(f"{call.template}.{'truncated' if call.truncated else 'invalid'}")
+            elif call.truncated:
+                add(f"{call.template}.truncated")
+            elif call.stop_reason == "refusal":
+                add(f"{call.template}.refusal")
+        if self.local_fallback:
+            add("select_local.fallback")
+        return dict(sorted(counts.items()))
+
 
 class RunManifest(BaseModel):
     """run.json: the run's identity and full configuration."""
@@ -115,6 +143,11 @@ class TrajectoryStep(BaseModel):
     best_after: float
     cost_usd: float | None
     note: str
+    input_tokens: int = Field(0, description="billed at the base input rate (cache reads and writes apart)")
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    output_tokens: int = Field(0, description="reasoning included")
+    events: dict[str, int] = Field(default_factory=dict, description="StepRecord.events")
 
 
 class RunSummary(BaseModel):
@@ -134,6 +167,15 @@ class RunSummary(BaseModel):
     usage: Usage
     stopped: str = Field(description="why the run ended: done, max cost, ...")
     trajectory: list[TrajectoryStep]
+    events: dict[str, int] = Field(default_factory=dict, description="the steps' events, summed")
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def cached_share(self) -> float | None:
+        """The share of input tokens read from the prompt cache; None before any input."""
+        u = self.usage
+        total = u.input_tokens + u.cache_read_tokens + u.cache_write_tokens
+        return u.cache_read_tokens / total if total else None
 
 
 def atomic_write(path: Path, text: str) -> None:

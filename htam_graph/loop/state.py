@@ -7,6 +7,8 @@ and the runner's feedback; nothing here talks to a database or a GPU.
 
 from __future__ import annotations
 
+import difflib
+
 from pydantic import BaseModel, Field
 
 from htam_graph.memory.models import Evidence, GlobalNode, GlobalScore, LocalNode, StepUpdate, Transition
@@ -15,6 +17,19 @@ from htam_graph.runner.models import Feedback
 from htam_graph.vocab import Method, Verdict
 
 EVIDENCE_SHOWN = 3  # newest evidence entries of each sign a prompt shows per local
+DIFF_SHARE = 0.6  # a candidate is shown as a diff when that is under this share of its code
+
+
+def code_diff(base: str | None, source: str | None) -> str | None:
+    """`source` as a unified diff against `base`, when there is a base and the diff is
+    shorter than DIFF_SHARE of the code (else the code itself reads better)."""
+    if base is None or source is None:
+        return None
+    lines = difflib.unified_diff(
+        base.strip().splitlines(), source.strip().splitlines(), "base", "candidate", n=3, lineterm=""
+    )
+    diff = "\n".join(lines)
+    return diff if diff and len(diff) < DIFF_SHARE * len(source) else None
 
 
 class TaskContext(BaseModel):
@@ -179,6 +194,16 @@ class Candidate(BaseModel):
     feedback: Feedback | None
 
 
+class LastCandidate(BaseModel):
+    """The previous step's candidate when it did not become the code the step builds on: its
+    code (or its diff against that code) beside the feedback that refers to it."""
+
+    step_index: int
+    source: str | None = Field(description="None: the answer held no code")
+    diff: str | None = Field(description="the code as a diff against the base, when that is shorter")
+    feedback: Feedback
+
+
 class StepState(BaseModel):
     """s_t: everything a step's prompts are rendered from."""
 
@@ -194,4 +219,13 @@ class StepState(BaseModel):
         "reference); None once one does, or while none is correct",
     )
     last: Feedback | None = Field(description="the previous step's feedback, when that step did not set the best")
+    last_candidate: LastCandidate | None = Field(
+        None, description="the previous step's candidate and feedback, when it is not the base shown"
+    )
     path: list[PathEntry] = Field(description="earlier steps, oldest first")
+
+    @property
+    def base(self) -> Candidate:
+        """The candidate the step builds on: the best, or while the reference is the best,
+        the fastest correct kernel (a correct kernel slower than eager is still the start)."""
+        return self.fastest if self.best.source is None and self.fastest is not None else self.best

@@ -27,16 +27,18 @@ def _pick(text: str, n: int) -> int:
     return int(hashlib.sha256(text.encode()).hexdigest()[:8], 16) % n
 
 
-def answer(user: str, structured: bool) -> str:
+def answer(user: str, structured: bool, task: str = "") -> str:
+    """`user`: the user message (the step's state, then the question); `task`: the system
+    blocks, where the task stands (the run's cached prefix)."""
     if structured:
         offered = re.search(r"\(one of: ([^)]*)\)", user)
         assert offered, "a structured call that offers no strategy"
         ids = [s.strip() for s in offered[1].split(",")]
         return json.dumps({"local_id": ids[_pick(user, len(ids))], "reason": "the hash said so"})
-    if user.startswith("## A step on"):
+    if "## This step's candidate" in user:  # reflect
         return "Changing the block size moved the time; the kernel stayed correct."
     guided = "## The direction for this step" in user or "## The strategy to apply" in user
-    if "## The task: level1/11_GELU" in user and not guided:
+    if "## The task: level1/11_GELU" in task and not guided:
         if "step 1 of" in user:
             return "I need to know more about the GPU first."
         return f"```python\n{CHEAT}```\n"
@@ -67,16 +69,16 @@ class BenchAnthropic(FakeAnthropic):
         structured = "output_config" in body or "tools" in body
         content = body["messages"][-1]["content"]
         user = content if isinstance(content, str) else "".join(part.get("text", "") for part in content)
-        if not structured and "step " in user and not user.startswith("## A step on"):
+        system = "".join(block.get("text", "") for block in body.get("system") or [])
+        if not structured and re.search(r"## Your answer \(step \d+ of \d+\)\n", user):  # a generate call
             with self._lock:
                 self.kernel_calls += 1
                 hold = self.kernel_calls == self.hold_at
             if hold:
                 self.held.set()
                 self._released.wait(timeout=600)
-        return anthropic_message(
-            text_block(answer(user, structured)), model=MODEL, input_tokens=1200, output_tokens=300, cache_read=800
-        )
+        text = answer(user, structured, system)
+        return anthropic_message(text_block(text), model=MODEL, input_tokens=1200, output_tokens=300, cache_read=800)
 
 
 def env(server: BenchAnthropic) -> dict[str, str]:

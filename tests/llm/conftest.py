@@ -42,5 +42,7 @@ def settings(backend: str, base_url: str, **overrides: object) -> LLMSettings:
         "retry_backoff_s": 0.001,
         "retry_backoff_max_s": 0.01,
         "timeout_s": 10.0,
+        # the protocol tests ask as a plain chat model; test_families.py covers each family's requests
+        **({"family": "chat"} if backend == "openai" else {}),
     }
     return LLMSettings.model_validate(values | overrides)

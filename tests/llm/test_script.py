@@ -154,6 +154,6 @@ def test_the_writer_round_trips_a_run(tmp_path: Path) -> None:
         completion = replay.complete(GENERATE)
         assert (completion.text, completion.reasoning) == (text, "why")
     assert replay.structured(PLAN, Plan)[0] == plan
-    with pytest.raises(InvalidAnswer, match="cut off at max_tokens"):
+    with pytest.raises(InvalidAnswer, match="cut off at the token limit"):
         replay.structured(PLAN, Plan)
     assert not path.with_name("recorded.yaml.tmp").exists()

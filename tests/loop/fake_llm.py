@@ -58,10 +58,10 @@ def answer(user: str, structured: bool) -> str:
         offered = re.search(r"one of: ([\w.]+)", user)
         assert offered, "a structured call that offers no strategy"
         return json.dumps({"local_id": offered[1], "reason": "first offered"})
+    if "## This step's candidate" in user:  # reflect: the step's state, then the candidate
+        return "Vectorized launch config was tried; keep the grid math, avoid undefined names."
     if "## The candidate that failed to build" in user:
         return f"Fixed.\n```python\n{honest(1)}```\n"
-    if user.startswith("## A step on"):
-        return "Vectorized launch config was tried; keep the grid math, avoid undefined names."
     step = int(re.search(r"step (\d+) of \d+", user)[1])  # type: ignore[index]
     code = {2: BROKEN, 4: CHEAT}.get(step, honest(step))
     if step == 5:
@@ -103,7 +103,7 @@ class KernelWritingAnthropic(FakeAnthropic):
 class KernelWritingOpenAI(FakeOpenAI):
     def next_reply(self) -> Reply:
         body = self.requests[-1].body
-        text = answer(_user_text(body), "tools" in body)
+        text = answer(_user_text(body), "tools" in body or "response_format" in body)
         if "tools" in body:
             return chat_completion(
                 tool_calls=[(body["tools"][0]["function"]["name"], text)], finish_reason="tool_calls"

@@ -1,0 +1,137 @@
+"""A 3-step optimization through the real loop and memory, without a GPU or nvcc: the
+kernels are numbered (`// kernel N` in their CUDA source) and a scripted judge gives the
+n-th kernel the n-th outcome. Step 1 is correct but slower than eager (0.797x), step 2 is
+wrong (its candidate a small edit of step 1's, so the prompts show it as a diff), step 3
+beats eager. Used by the prompt and the model-family tests."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+from typing import Any, ClassVar
+
+from htam_graph.config import ScoringParams
+from htam_graph.llm.base import Completion, LLMClient, Prompt, T
+from htam_graph.loop.evaluators import HoldsNothing
+from htam_graph.loop.optimizer import Optimizer
+from htam_graph.loop.records import RunSummary, StepRecord
+from htam_graph.loop.runs import create_run
+from htam_graph.memory.models import RunConfig
+from htam_graph.memory.seed import load_seed_bank
+from htam_graph.memory.sqlite_store import SQLiteStore
+from htam_graph.runner.models import EvalResult, Timing
+from htam_graph.tasks import Task, resolve_task
+from htam_graph.vocab import Method, Verdict
+
+TASK = "level1/19_ReLU"
+STEPS = 3
+TARGET = "an NVIDIA H200 (sm_90)"
+# kernel n's verdict and speedup over eager
+OUTCOMES: list[tuple[Verdict, float | None]] = [(Verdict.OK, 0.797), (Verdict.INCORRECT, None), (Verdict.OK, 1.25)]
+
+
+def kernel(n: int) -> str:
+    """The n-th kernel file: the same ReLU, the 2nd one with a wrong bound."""
+    bound = "i <= n" if n == 2 else "i < n"
+    return f'''import torch
+import torch.nn as nn
+from htam_graph.runner.native import load_cuda
+
+CUDA_SRC = r"""
+// kernel {n}
+extern "C" __global__ void relu_kernel(const float* __restrict__ x, float* __restrict__ y, long long n) {{
+    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if ({bound}) y[i] = fmaxf(x[i], 0.0f);
+}}
+"""
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.kernels = load_cuda(CUDA_SRC)
+
+    def forward(self, x):
+        x = x.contiguous()
+        y = torch.empty_like(x)
+        n = x.numel()
+        self.kernels.launch("relu_kernel", grid=((n + 255) // 256,), block=(256,), args=(x, y, n))
+        return y
+'''
+
+
+def kernel_answer(n: int) -> str:
+    return f"Here is the kernel.\n```python\n{kernel(n)}```\n"
+
+
+class ScriptedJudge(HoldsNothing):
+    label, device, target = "scripted", "scripted timings (no GPU)", TARGET
+
+    def evaluate(self, task: Task, source: str) -> EvalResult:
+        n = int(re.search(r"// kernel (\d+)", source)[1])  # type: ignore[index]
+        verdict, speedup = OUTCOMES[n - 1]
+        ok = verdict == Verdict.OK
+        ms = 0.05 / speedup if speedup else 0.05
+        timing = Timing(median_ms=ms, mean_ms=ms, min_ms=ms, max_ms=ms, trials=100)
+        eager = Timing(median_ms=0.05, mean_ms=0.05, min_ms=0.05, max_ms=0.05, trials=100)
+        return EvalResult(
+            task_id=task.id,
+            task_sha256=hashlib.sha256(task.source.encode()).hexdigest(),
+            candidate_sha256=hashlib.sha256(source.encode()).hexdigest(),
+            candidate_format="native",
+            verdict=verdict,
+            compiled=True,
+            correct=ok,
+            errors="" if ok else "output mismatch: 1 of 262144 elements off, worst at (15, 16383): 0.731 vs 0.0",
+            max_abs_error=3e-7 if ok else 0.731,
+            max_rel_error=1e-7 if ok else 1.0,
+            candidate=timing if ok else None,
+            reference_eager=eager,
+            speedup_eager=speedup,
+            device=self.device,
+        )
+
+
+class RecordingWriter(LLMClient):
+    """Writes kernel n at the n-th generate call, notes and the first offered strategy;
+    keeps every prompt it was sent."""
+
+    name: ClassVar[str] = "openai"  # an LLM backend: the loop asks it for notes
+    model = "recording"
+
+    def __init__(self) -> None:
+        self.prompts: list[Prompt] = []
+        self.written = 0
+
+    def check(self) -> None:
+        pass
+
+    def complete(self, prompt: Prompt, max_tokens: int | None = None) -> Completion:
+        self.prompts.append(prompt)
+        if prompt.template == "reflect":
+            return Completion(text="A note on the step.", model=self.model)
+        self.written += 1
+        return Completion(text=kernel_answer(self.written), model=self.model)
+
+    def structured(self, prompt: Prompt, schema: type[T], max_tokens: int | None = None) -> tuple[T, Completion]:
+        self.prompts.append(prompt)
+        answer: dict[str, Any] = {"local_id": prompt.context["locals"][0]["id"], "reason": "first offered"}
+        return schema.model_validate(answer), Completion(text=str(answer), model=self.model)
+
+
+def run_loop(method: Method, client: LLMClient, tmp: Path, steps: int = STEPS) -> tuple[RunSummary, list[StepRecord]]:
+    task = resolve_task(TASK)
+    with SQLiteStore(tmp / "memory.sqlite") as store:
+        store.seed(load_seed_bank())
+        manifest, folder = create_run(
+            out=tmp / "runs", task=task, method=method, seed=0,
+            config=RunConfig(steps=steps, scoring=ScoringParams()), llm=f"{client.name}:{client.model}",
+            evaluator="scripted", device=ScriptedJudge.device, target=TARGET, run_id=f"run-{method.value}",
+        )  # fmt: skip
+        optimizer = Optimizer(
+            store=store, client=client, evaluator=ScriptedJudge(), task=task, manifest=manifest, folder=folder
+        )
+        summary = optimizer.run()
+    records = [StepRecord.model_validate_json(p.read_text()) for p in sorted((folder / "steps").glob("*.json"))]
+    return summary, records

@@ -105,8 +105,8 @@ def test_htam_draws_only_directions_with_a_composing_template(
         assert not {"data_reuse", "reduction_sync", "algorithmic", "precision_tensor_cores"} & set(record.offered)
 
 
-def test_feedback_walks_the_familys_order(tmp_path: Path, store: SQLiteStore) -> None:
-    summary = run("level2/2_Swish_Bias_Scale", Method.FEEDBACK, 4, tmp_path, store, "swish")
+def test_expert_walks_the_familys_order(tmp_path: Path, store: SQLiteStore) -> None:
+    summary = run("level2/2_Swish_Bias_Scale", Method.EXPERT, 4, tmp_path, store, "swish")
     segments: list[list[str]] = [[]]  # strategies tried while the best stood still
     for record in steps(summary):
         assert record.verdict == Verdict.OK and record.local_id is None
@@ -118,6 +118,19 @@ def test_feedback_walks_the_familys_order(tmp_path: Path, store: SQLiteStore) ->
     first = steps(summary)[0].final.source or ""
     assert "first kernel for the family: memory_access.vectorized_float4." in first
     assert segments[0][0] == "parallelism.multi_element_ilp"  # after vectorized_float4 in the elementwise order
+    assert all(len(set(s)) == len(s) for s in segments)
+
+
+def test_feedback_draws_among_the_strategies_not_tried_since_the_best(tmp_path: Path, store: SQLiteStore) -> None:
+    """No expert order: the loop draws among the strategies the catalog names (docs/method.md)."""
+    summary = run("level2/2_Swish_Bias_Scale", Method.FEEDBACK, 4, tmp_path, store, "swish")
+    segments: list[list[str]] = [[]]
+    for record in steps(summary):
+        assert record.verdict == Verdict.OK and record.local_id is not None
+        assert f"Applied this step: {record.local_id}." in (record.final.source or "")
+        segments[-1].append(record.local_id)
+        if record.best_after > record.best_before:
+            segments.append([])
     assert all(len(set(s)) == len(s) for s in segments)
 
 

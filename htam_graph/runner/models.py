@@ -60,6 +60,7 @@ class BuildResult(BaseModel):
     cached: bool
     seconds: float
     cubin_path: str | None = None
+    cubin_sha256: str | None = Field(None, description="of the cubin's bytes; a cached cubin that differs is rebuilt")
     errors: str = Field("", description="condensed compiler errors, a few lines an LLM can act on")
     log: str = Field("", description="the full compiler output")
 
@@ -127,6 +128,7 @@ class EvalResult(BaseModel):
     speedup_eager: float | None = None
     speedup_compile: float | None = None
     roofline: Roofline | None = None
+    sandboxed: bool = Field(True, description="False: judged with --no-sandbox (generated code ran unconfined)")
     suspicious: bool = Field(False, description="speedup above 10x or faster than the roofline floor")
     suspicious_reason: str = ""
     build_seconds: float | None = None

@@ -55,6 +55,10 @@ class Load(BaseModel):
     build: BuildSettings
     seed: int = Field(description="torch.manual_seed before ModelNew(*init_args), as before Model(*init_args)")
     init_args: list[Any]
+    gate_cubin: bytes = Field(description="the timing gate's cubin, from the referee's memory (never the cache)")
+    extensions_dir: str | None = Field(
+        None, description="load_inline: TORCH_EXTENSIONS_DIR (the sandbox's builder built it; read-only)"
+    )
 
 
 class Alloc(BaseModel):

@@ -28,7 +28,8 @@ import torch
 from pydantic import BaseModel
 
 from htam_graph.runner import compare, ipc, protocol, timing
-from htam_graph.runner.build import condense_errors
+from htam_graph.runner.build import condense_errors, forbid_builds
+from htam_graph.runner.builder import use_prebuilt
 from htam_graph.runner.harness import probes
 from htam_graph.runner.native import JUDGE_BUILD, CudaBuildError, CudaDriverError
 from htam_graph.runner.protocol import (
@@ -85,10 +86,18 @@ def _is_cuda_error(exc: BaseException) -> bool:
     return isinstance(exc, CudaDriverError) or "CUDA error" in str(exc) or type(exc).__name__ == "AcceleratorError"
 
 
-def serve(conn: Connection, device_index: int, profile_dir: str | None = None) -> None:
+def serve(conn: Connection, device_index: int, profile_dir: str | None = None, confined: bool = False) -> None:
     """Entry point of a fresh candidate process: bring CUDA up, say so, then obey. With
     `profile_dir` (bench_runner.py --profile), under cProfile from the start (so the
-    integrity baseline includes the profiler), its stats written there on Finish."""
+    integrity baseline includes the profiler), its stats written there on Finish.
+    `confined`: the fork server sandboxed this process, which can start no compiler: CUDA
+    sources load from the cache (built before), load_inline from the builder's folder."""
+    if confined:
+        forbid_builds(
+            "CUDA_SRC was not built before the candidate ran: in the sandbox, load_cuda builds only the "
+            "CUDA_SRC string literals of the source (compose no CUDA source at run time)"
+        )
+        use_prebuilt()
     profiler = cProfile.Profile() if profile_dir else None
     if profiler is not None:
         profiler.enable()
@@ -187,12 +196,13 @@ class Harness:
     # -- loading -------------------------------------------------------------------------
     def load(self, command: Load) -> Loaded:
         JUDGE_BUILD.set(command.build)
-        self.gate = timing.Gate.build(command.build, self.gate_flags)  # before the candidate's code: its own cubin
+        self.gate = timing.Gate.load(command.gate_cubin, self.gate_flags)  # before the candidate's code
         self.filename = command.filename
         digest = hashlib.sha256(command.source.encode()).hexdigest()[:16]
         if command.fmt == "kernelbench":
             # One build folder per candidate: KernelBench solutions reuse extension names.
-            os.environ["TORCH_EXTENSIONS_DIR"] = str(command.build.cache_dir / "torch_ext" / digest)
+            folder = command.extensions_dir or str(command.build.cache_dir / "torch_ext" / digest)
+            os.environ["TORCH_EXTENSIONS_DIR"] = folder
         module = self._exec(command, f"htam_candidate_{digest}")
         if not isinstance(getattr(module, "ModelNew", None), type):
             raise _Fail(Verdict.LOAD_ERROR, "the candidate defines no class ModelNew(nn.Module)")

@@ -27,6 +27,7 @@ import time
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar
 
 import torch
@@ -34,7 +35,9 @@ from torch.utils._pytree import tree_map
 
 from htam_graph.errors import UserError
 from htam_graph.runner import compare, timing
-from htam_graph.runner.build import nvcc_version
+from htam_graph.runner.build import BuildSettings, build_cubin, condense_errors, gpu_arch, nvcc_version
+from htam_graph.runner.builder import InlineBuilder, inline_root
+from htam_graph.runner.formats import static_cuda_sources
 from htam_graph.runner.ipc import ProtocolViolation, dtype_name
 from htam_graph.runner.jobs import Job
 from htam_graph.runner.models import CheatFinding, CheatKind, EvalResult, ProbeRecord, Timing
@@ -233,6 +236,7 @@ class Judge:
         self.peaks, self.flush_ms = peaks, flush_ms
         self.device_name, self.versions = device_name, versions or {}
         self._gate: timing.Gate | None = None
+        self._inline: dict[Path, InlineBuilder] = {}  # load_inline builds in the sandbox, per cache folder
 
     def gate(self, job: Job) -> timing.Gate | None:
         """The timing gate kernel, built with the first job's settings (none on a CPU)."""
@@ -240,6 +244,11 @@ class Judge:
             self._gate = timing.Gate.build(job.build)
             compare.enable_kernels(job.build)  # built with the same settings, once
         return self._gate
+
+    def inline_builder(self, build: BuildSettings) -> InlineBuilder:
+        if build.cache_dir not in self._inline:
+            self._inline[build.cache_dir] = InlineBuilder(inline_root(build.cache_dir))
+        return self._inline[build.cache_dir]
 
     def judge(self, job: Job) -> tuple[EvalResult, bool]:
         """The result, and whether the judge itself failed (the referee then restarts)."""
@@ -252,6 +261,7 @@ class Judge:
             verdict=Verdict.RUNTIME_ERROR,
             device=self.device_name or None,
             versions={**self.versions, "nvcc": _nvcc(job)},
+            sandboxed=job.build.sandbox,
         )
         judge_failed = False
         case = _Case(self, job, result)
@@ -392,9 +402,31 @@ class _Case:
         return self.ended or "not started"
 
     # -- loading ----------------------------------------------------------------------------
-    def load(self, reference: Reference) -> None:
-        self.stage = "loading the candidate"
+    def prepare_build(self) -> str | None:
+        """What the sandboxed candidate's process cannot build itself: its CUDA_SRC literals
+        (usually cached already: the Evaluator builds them ahead), or its load_inline
+        extensions, built by the confined builder. Returns the extensions folder."""
         job = self.job
+        if not job.build.sandbox:
+            return None
+        self.stage = "building the candidate"
+        if job.fmt == "native":
+            for text in static_cuda_sources(job.candidate_source):
+                build_cubin(text, job.build)  # a failure is cached: the candidate's load reports it
+            return None
+        arch = job.build.arch or gpu_arch()
+        built = self.judge.inline_builder(job.build).build(
+            job.candidate_source, arch, max(self.deadline - time.monotonic(), 1.0)
+        )
+        if built.errors:
+            raise Stop(Verdict.COMPILE_ERROR, condense_errors(built.errors))
+        return str(built.extensions_dir)
+
+    def load(self, reference: Reference) -> None:
+        job = self.job
+        with self.timer("build"):
+            extensions_dir = self.prepare_build()
+        self.stage = "loading the candidate"
         loaded = self.request(
             Load(
                 source=job.candidate_source,
@@ -403,6 +435,8 @@ class _Case:
                 build=job.build,
                 seed=reference.seed,
                 init_args=host_copies(reference.init_args),
+                gate_cubin=timing.cubin(job.build) if self.device.type == "cuda" else b"",
+                extensions_dir=extensions_dir,
             ),
             Loaded,
         )

@@ -426,20 +426,22 @@ _GPU_DEVICE_DIRS = ("/dev/nvidia-caps", "/dev/dri")
 
 
 def python_paths() -> tuple[Path, ...]:
-    """What Python needs to import: its prefixes and the import path's library folders,
-    never a project folder (a repository root holds .env files and settings)."""
+    """What Python needs to import: its prefixes, the import path and the htam_graph
+    package, but never the folder that holds the package or the working folder, nor any
+    folder above them (a checkout's root holds .env files; a home folder, settings)."""
     import htam_graph
 
-    prefixes = (Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix))
-    found = {*prefixes, Path(htam_graph.__file__).resolve().parent}
-    libraries = ("site-packages", "dist-packages", "lib-dynload")
-    for entry in sys.path:
-        path = Path(entry or ".").resolve()
-        library = any(part in libraries for part in path.parts) or path.suffix == ".zip"
-        if library or any(path.is_relative_to(p) for p in prefixes):
-            found.add(path)
+    root, cwd = package_root(), Path.cwd().resolve()
+    found = {Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix)}
     found.add(Path(os.path.realpath(sys.executable)).parent.parent)
-    return tuple(sorted(found))
+    found.update(Path(entry).resolve() for entry in sys.path if entry)
+    kept = [p for p in found if not (root.is_relative_to(p) or cwd.is_relative_to(p) or _project(p))]
+    return (*sorted(kept), Path(htam_graph.__file__).resolve().parent)
+
+
+def _project(folder: Path) -> bool:
+    """A project's root (an editable install's), which holds its settings and .env files."""
+    return any((folder / name).exists() for name in ("pyproject.toml", ".git", ".env"))
 
 
 def package_root() -> Path:

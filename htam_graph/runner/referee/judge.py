@@ -640,11 +640,17 @@ class _Case:
             previous = now
 
     def _rewrite(self, reference: Reference, current: _CandidateSet) -> None:
+        """Every element of every input tensor drawn afresh (the task's get_inputs() under a
+        new secret seed), in the candidate's buffers, which keep their addresses: nothing
+        it saw before predicts any of it. The new values become the referee's copy."""
         fresh = sets.task_inputs(reference.module, sets.secret_seed(), self.device)
-        for (master, theirs), new in zip(
-            current.pairs(), [x for x in fresh if isinstance(x, torch.Tensor)], strict=False
-        ):
-            master.copy_(new)
+        for i, (old, theirs) in enumerate(zip(current.master, current.buffers, strict=True)):
+            new = fresh[i] if i < len(fresh) else None
+            if theirs is None or not isinstance(old, torch.Tensor) or not isinstance(new, torch.Tensor):
+                continue
+            if new.shape != old.shape or new.dtype != old.dtype:
+                raise TaskError(f"get_inputs() drew input {i} with another shape or dtype under another seed")
+            current.master[i] = new
             theirs.copy_(new)
         sync(self.device)
 
@@ -809,8 +815,7 @@ class _Case:
         trials, walls = [], []
         for i in range(cfg.trials):
             current = timing_sets[i % n]
-            sets.perturb(current.pairs(), self.generator)
-            sync(self.device)
+            self._rewrite(reference, current)  # fresh in full before every trial, outside the timed region
             if i in recorded:
                 expected = reference.forward(current.master)
                 outcome = self.checked_call(current, expected, None, f"timed-phase call {i}", record=True)
@@ -820,6 +825,7 @@ class _Case:
                         CheatKind.BEHAVIOUR_CHANGE,
                         f"an untimed call among the timed runs returned a wrong result: {outcome.failures[0]}",
                     )
+                self._rewrite(reference, current)  # the trial must not see what the untimed call saw
             began = time.perf_counter()
             done = self.request(Trial(index=i, key=current.key, gate_ms=gate), TrialDone)
             walls.append((time.perf_counter() - began) * 1e3)

@@ -104,7 +104,7 @@ class Evaluator:
                             return
                         for future in builds[index]:
                             future.result()
-                        result = _run(referee, jobs[index])
+                        result = reverified(referee, jobs[index], _run(referee, jobs[index]))
                         results[index] = result
                         if progress is not None:
                             progress(result)
@@ -125,6 +125,21 @@ def _prebuild(builder: ThreadPoolExecutor, job: Job) -> list[Future[BuildResult]
     if job.fmt != "native":
         return []
     return [builder.submit(build_cubin, src, job.build) for src in static_cuda_sources(job.candidate_source)]
+
+
+def reverified(referee: Referee, job: Job, first: EvalResult) -> EvalResult:
+    """A suspicious ok result judged once more, in a fresh candidate process (sandboxed,
+    unless --no-sandbox) on inputs drawn from fresh secret seeds. It stands only if the
+    second judgement is ok too; then with the smaller of the two speedups, and verified."""
+    if first.verdict != Verdict.OK or not first.suspicious:
+        return first
+    logger.info("suspicious result on %s (%s): judging it again", job.task.id, first.suspicious_reason)
+    second = _run(referee, job)
+    if second.verdict != Verdict.OK:
+        errors = f"a suspicious result ({first.suspicious_reason}) did not hold when judged again: {second.errors}"
+        return second.model_copy(update={"errors": errors, "suspicious": True, "verified": False})
+    slower = min((first, second), key=lambda r: r.speedup_eager or 0.0)
+    return slower.model_copy(update={"verified": True})
 
 
 def _run(referee: Referee, job: Job) -> EvalResult:

@@ -131,6 +131,11 @@ class EvalResult(BaseModel):
     sandboxed: bool = Field(True, description="False: judged with --no-sandbox (generated code ran unconfined)")
     suspicious: bool = Field(False, description="speedup above 10x or faster than the roofline floor")
     suspicious_reason: str = ""
+    verified: bool = Field(
+        False,
+        description="a suspicious ok result held when judged again in a fresh (sandboxed) process on fresh "
+        "inputs; a suspicious result that is not verified earns nothing",
+    )
     build_seconds: float | None = None
     eval_seconds: float | None = None
     process_wait_seconds: float | None = Field(

@@ -92,13 +92,19 @@ __attribute__((constructor)) static void attack(void) {
     }
 #elif defined(ATTACK_NETLINK)
     result(socket(AF_NETLINK, SOCK_RAW, 0), "open a netlink socket");
-#elif defined(ATTACK_ABSTRACT_UNIX)
+#elif defined(ATTACK_UNIX)
+    /* a unix socket of the judge's (or a docker.sock), by path or abstract name (ABSTRACT=1) */
     int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-    struct sockaddr_un addr = {.sun_family = AF_UNIX};
-    memcpy(addr.sun_path + 1, TARGET, sizeof TARGET - 1);
-    int rc = connect(fd, (struct sockaddr*)&addr, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + sizeof TARGET));
-    close(fd);
-    result(rc, "connect to the judge's abstract unix socket");
+    if (fd < 0) {
+        result(fd, "open a unix socket");
+    } else {
+        struct sockaddr_un addr = {.sun_family = AF_UNIX};
+        memcpy(addr.sun_path + ABSTRACT, TARGET, sizeof TARGET - 1);
+        socklen_t size = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + ABSTRACT + sizeof TARGET - 1);
+        int rc = connect(fd, (struct sockaddr*)&addr, size);
+        close(fd);
+        result(rc, "connect to a unix socket of the judge's");
+    }
 #elif defined(ATTACK_UNSHARE)
     result((int)syscall(SYS_unshare, 0x10000000 /* CLONE_NEWUSER */), "unshare a user namespace");
 #elif defined(ATTACK_SETUID)

@@ -241,6 +241,7 @@ def _atomic_write(path: Path, data: bytes) -> None:
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
+        os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide it from a sandboxed candidate running as nobody
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -78,8 +78,7 @@ class InlineBuilder:
             logger.warning("the build folder %s changed since it was built; building again", folder)
             del self.done[key]
         self.root.mkdir(parents=True, exist_ok=True)
-        folder = Path(tempfile.mkdtemp(prefix=f"{key[:16]}-", dir=self.root))
-        (folder / EXTENSIONS).mkdir()
+        folder = Path(tempfile.mkdtemp(prefix=f"{key[:16]}-", dir=self.root))  # the builder owns it
         (folder / SOURCE_FILE).write_text(source, encoding="utf-8")
         errors = run_builder(folder, arch, timeout_s)
         if not errors:

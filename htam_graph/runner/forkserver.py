@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from htam_graph.runner import proc, sandbox
+from htam_graph.runner.builder import use_prebuilt
 from htam_graph.runner.harness import main as harness
 from htam_graph.runner.protocol import MAX_REPLY_BYTES, REPLY, Ready
 
@@ -109,6 +110,7 @@ class ForkServer:
         scratch_root = None
         if confinement is not None and confinement.scratch_root is None:
             scratch_root = Path(tempfile.mkdtemp(prefix="htam-scratch-"))  # removed by stop()
+            scratch_root.chmod(0o711)  # a candidate running as nobody enters its own folder in it
             confinement = Confinement(confinement.readable, scratch_root)
         pid = os.fork()
         if pid == 0:
@@ -201,6 +203,8 @@ class _Server:
     ) -> None:
         self.sock, self.device_index, self.profile_dir = sock, device_index, profile_dir
         self.confinement = confinement
+        if confinement is not None:
+            use_prebuilt()  # imports torch's extension loader once, here: candidate processes inherit it
         self.scratch: dict[int, Path] = {}  # candidate process -> its scratch folder
         self.spare: _Spare | None = None
         self.taken: set[int] = set()  # candidate processes handed to the referee and not ended

@@ -430,8 +430,7 @@ def confine(policy: Policy) -> str:
 _SYSTEM_READ = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/opt", "/proc", "/sys")
 _ETC_READ = ("/etc/ld.so.cache", "/etc/localtime", "/etc/nsswitch.conf", "/etc/passwd", "/etc/group")
 _BUILD_ETC = ("/etc/alternatives",)
-_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/nvidiactl", "/dev/nvidia-uvm")
-_GPU_DEVICE_DIRS = ("/dev/nvidia-caps", "/dev/dri")
+_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
 
 
 def python_paths() -> tuple[Path, ...]:
@@ -467,9 +466,9 @@ def python_env() -> dict[str, str]:
 
 
 def gpu_devices() -> tuple[Path, ...]:
-    dev = Path("/dev")
-    numbered = sorted(p for p in dev.glob("nvidia[0-9]*"))
-    return (*(Path(p) for p in _DEVICES), *numbered, *(Path(p) for p in _GPU_DEVICE_DIRS))
+    """The ordinary character devices and NVIDIA's: /dev/nvidia0.., nvidiactl, nvidia-uvm,
+    nvidia-uvm-tools, nvidia-modeset and the nvidia-caps folder (MIG)."""
+    return (*(Path(p) for p in _DEVICES), *sorted(Path("/dev").glob("nvidia*")))
 
 
 def _library_path() -> tuple[Path, ...]:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The sandbox on a GPU machine, in one command (under 8 minutes on the H200):
 #   1. the gpu-marked tests of the sandbox, the runner's GPU evaluation and the red team
-#      (tests/runner/test_sandbox_gpu.py, test_gpu_eval.py, test_redteam_gpu.py), sandboxed
+#      (tests/runner/test_sandbox_gpu.py, test_builder.py, test_gpu_eval.py, test_redteam_gpu.py), sandboxed
 #      as users run them;
 #   2. the runner benchmark (bench/bench_runner.py, the suite's 29 honest candidates, 2
 #      passes), sandboxed and then unconfined (--no-sandbox), and the ratio of their
@@ -33,7 +33,8 @@ export PYTHONPATH="/tmp/site:$PWD" PYTHONUNBUFFERED=1 HTAM_CACHE_DIR=/tmp/htam-c
 
 if [[ " $STAGES " == *" tests "* ]]; then
   timeout "${TESTS_S:-330}" python3 -m pytest -p no:cacheprovider -q -m gpu -x \
-    tests/runner/test_sandbox_gpu.py tests/runner/test_gpu_eval.py tests/runner/test_redteam_gpu.py \
+    tests/runner/test_sandbox_gpu.py tests/runner/test_builder.py tests/runner/test_gpu_eval.py \
+    tests/runner/test_redteam_gpu.py \
     2>&1 | tee "$OUT/gpu-tests.log" | tail -40
   echo "gpu tests: exit ${PIPESTATUS[0]}" | tee -a "$OUT/env.txt"
 fi

@@ -39,6 +39,7 @@ import os
 import resource
 import stat
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -124,7 +125,8 @@ def landlock_abi() -> int:
     return max(int(version), 0)
 
 
-def _landlock(policy: Policy, abi: int) -> None:
+def _landlock_ruleset(policy: Policy, abi: int) -> int:
+    """The ruleset's descriptor, built while this process may still open every path."""
     handled = _fs_rights(abi)
     attr = _RulesetAttr(handled, _NET_BIND_TCP | _NET_CONNECT_TCP if abi >= 4 else 0, 0)
     if abi >= 6:
@@ -142,6 +144,14 @@ def _landlock(policy: Policy, abi: int) -> None:
         ):
             for path in paths:
                 _allow(ruleset, path, rights & handled)
+    except BaseException:
+        os.close(ruleset)
+        raise
+    return ruleset
+
+
+def _landlock_restrict(ruleset: int) -> None:
+    try:
         if _libc.syscall(_SYS_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0)) != 0:
             raise SandboxError(f"landlock_restrict_self failed: {os.strerror(ctypes.get_errno())}")
     finally:
@@ -317,7 +327,7 @@ def _seccomp(policy: Policy) -> None:
 
 
 # --- user, capabilities, limits ---------------------------------------------------------
-_PR_SET_NO_NEW_PRIVS, _PR_CAPBSET_DROP = 38, 24
+_PR_SET_DUMPABLE, _PR_SET_NO_NEW_PRIVS, _PR_CAPBSET_DROP = 4, 38, 24
 _CAP_LAST = 63
 _CAPABILITY_V3 = 0x20080522
 
@@ -351,6 +361,10 @@ def _drop_user(policy: Policy) -> str:
         os.setgroups([])
         os.setresgid(NOBODY, NOBODY, NOBODY)
         os.setresuid(NOBODY, NOBODY, NOBODY)
+        # The uid change made it non-dumpable, which gives its own /proc/self files to root;
+        # back to dumpable so they are its own (no core dumps: RLIMIT_CORE is 0; no one may
+        # trace it: seccomp and Landlock).
+        _libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0)
         return f"uid {NOBODY}"
     for cap in range(_CAP_LAST + 1):
         if _libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() != errno.EINVAL:
@@ -415,13 +429,15 @@ def confine(policy: Policy) -> str:
         raise SandboxError(f"no sandbox: this machine lacks {lack}")
     abi = landlock_abi()
     _limits(policy)
+    ruleset = _landlock_ruleset(policy, abi)  # opens the paths while it is still root
     who = _drop_user(policy)
     if _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         raise SandboxError("prctl(PR_SET_NO_NEW_PRIVS) failed")
-    _landlock(policy, abi)
+    _landlock_restrict(ruleset)
     _seccomp(policy)
     os.environ.clear()
     os.environ.update(policy.environment)
+    tempfile.tempdir = policy.environment.get("TMPDIR")  # Python may have cached /tmp already
     return f"{who}, no_new_privs, Landlock ABI {abi}, seccomp{' (exec allowed)' if policy.allow_exec else ''}"
 
 
@@ -465,6 +481,21 @@ def python_env() -> dict[str, str]:
     return {"PYTHONPATH": os.pathsep.join(dict.fromkeys(paths))}
 
 
+def driver_library_dirs() -> tuple[Path, ...]:
+    """Where this host keeps the NVIDIA driver's user-space libraries (libcuda, and the
+    libnvidia-* it loads beside it), which need not be under /usr (a GPU operator's
+    /run/nvidia/driver, say): found by loading libcuda (cuInit is not called)."""
+    with contextlib.suppress(OSError):
+        ctypes.CDLL("libcuda.so.1")
+    found: set[Path] = set()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/maps").read_text().splitlines():
+            path = line.split(maxsplit=5)[-1] if "/" in line else ""
+            if "libcuda" in path or "libnvidia" in path:
+                found.update({Path(path).parent, Path(os.path.realpath(path)).parent})
+    return tuple(sorted(found))
+
+
 def gpu_devices() -> tuple[Path, ...]:
     """The ordinary character devices and NVIDIA's: /dev/nvidia0.., nvidiactl, nvidia-uvm,
     nvidia-uvm-tools, nvidia-modeset and the nvidia-caps folder (MIG)."""
@@ -482,7 +513,7 @@ def candidate_policy(
     cache), writes only `scratch`, uses the GPU, starts nothing."""
     env = dict(environment or {})
     env.update({"HOME": str(scratch), "TMPDIR": str(scratch), "PWD": str(scratch)})
-    system = (*(Path(p) for p in (*_SYSTEM_READ, *_ETC_READ)), *_library_path())
+    system = (*(Path(p) for p in (*_SYSTEM_READ, *_ETC_READ)), *_library_path(), *driver_library_dirs())
     return Policy(
         read=(*system, *python_paths(), *readable),
         write=(scratch,),

@@ -17,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -289,3 +290,36 @@ def test_time_to_confine_is_small(server):
     taken = server.take(timeout_s=60)
     server.end(taken.pid)
     assert time.perf_counter() - began < 5.0
+
+
+def test_as_nobody(monkeypatch, lab, tmp_path):
+    """Where everything it reads is reachable by other users (not on a machine whose Python
+    lives under /root, as here: that is forced), root drops to nobody, and the walls hold."""
+    monkeypatch.setattr(harness, "serve", _loader)
+    monkeypatch.setattr(sandbox, "_world_reachable", lambda path: True)
+    shared = Path(tempfile.mkdtemp(prefix="htam-nobody-"))
+    try:
+        shared.chmod(0o755)
+        library = shutil.copy(_build(lab, "KILL", TARGET_PID=lab["judge"].pid), shared / "kill.so")
+        Path(library).chmod(0o755)
+        open_to_all = shared / "open"  # its permission bits let anyone write: only Landlock stands
+        open_to_all.mkdir(mode=0o777)
+        open_to_all.chmod(0o777)
+        writer = shutil.copy(_build(lab, "WRITE", TARGET=str(open_to_all / "x")), shared / "write.so")
+        Path(writer).chmod(0o755)
+        started = forkserver.ForkServer.start(0, confinement=forkserver.Confinement(readable=(shared,)))
+        try:
+            started.warm()
+            taken = started.take(timeout_s=60)
+            taken.conn.send(("state", None))
+            state = taken.conn.recv()  # its own /proc/self files are readable: dumpable again
+            started.end(taken.pid)
+            assert state["uid"] == sandbox.NOBODY and state["seccomp"] == "2"
+            _refused(*_attack(started, Path(library)), 1)
+            assert lab["judge"].poll() is None
+            _refused(*_attack(started, Path(writer)), 13)
+            assert not (open_to_all / "x").exists()
+        finally:
+            started.stop()
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)

@@ -384,7 +384,8 @@ def main(
 ) -> None:
     console = Console()
     cache = Path(tempfile.mkdtemp(prefix="htam-bench-cache-"))
-    settings = BuildSettings.resolve().model_copy(update={"cache_dir": cache})  # every build starts cold
+    # every build starts cold; builds confined as the Evaluator's are, unless --no-sandbox
+    settings = BuildSettings.resolve().model_copy(update={"cache_dir": cache, "sandbox": not no_sandbox})
     config = EvalConfig(trials=trials, compile_reference=compile_reference, sandbox=not no_sandbox)
     report: dict[str, Any] = {
         "date": dt.date.today().isoformat(),

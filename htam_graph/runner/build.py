@@ -20,7 +20,6 @@ import tempfile
 import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from functools import cache
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -90,9 +89,23 @@ def _pip_nvcc_candidates() -> list[Path]:
     return [Path(root) / "cu13" / "bin" / "nvcc" for root in nvidia.__path__]
 
 
-@cache
+# nvcc_version's answers, by nvcc path; a sandboxed candidate's process, which cannot run
+# nvcc, is told the version by the referee (remember_nvcc_version).
+_NVCC_VERSIONS: dict[Path, str] = {}
+
+
+def remember_nvcc_version(nvcc: Path, version: str) -> None:
+    _NVCC_VERSIONS[nvcc] = version
+
+
 def nvcc_version(nvcc: Path) -> str:
     """The 'release X.Y, VX.Y.Z' part of `nvcc --version` (part of every cache key)."""
+    if nvcc not in _NVCC_VERSIONS:
+        _NVCC_VERSIONS[nvcc] = _ask_nvcc_version(nvcc)
+    return _NVCC_VERSIONS[nvcc]
+
+
+def _ask_nvcc_version(nvcc: Path) -> str:
     out = subprocess.run([str(nvcc), "--version"], capture_output=True, text=True, timeout=60, check=False)
     match = re.search(r"release \S+ V[\d.]+", out.stdout)
     if out.returncode != 0 or not match:

@@ -56,6 +56,7 @@ class Load(BaseModel):
     seed: int = Field(description="torch.manual_seed before ModelNew(*init_args), as before Model(*init_args)")
     init_args: list[Any]
     gate_cubin: bytes = Field(description="the timing gate's cubin, from the referee's memory (never the cache)")
+    nvcc_version: str = Field("", description="part of cubin cache keys; a sandboxed process cannot run nvcc to ask")
     extensions_dir: str | None = Field(
         None, description="load_inline: TORCH_EXTENSIONS_DIR (the sandbox's builder built it; read-only)"
     )

@@ -26,7 +26,8 @@ from typing import Any
 import pytest
 
 import htam_graph
-from htam_graph.runner import forkserver, sandbox
+from htam_graph.runner import build, forkserver, sandbox
+from htam_graph.runner.build import BuildSettings, build_cubin, find_nvcc, nvcc_version
 from htam_graph.runner.harness import main as harness
 from htam_graph.runner.protocol import Ready
 
@@ -323,3 +324,39 @@ def test_as_nobody(monkeypatch, lab, tmp_path):
             started.stop()
     finally:
         shutil.rmtree(shared, ignore_errors=True)
+
+
+@pytest.mark.nvcc
+def test_a_confined_process_loads_built_cubins_and_builds_nothing(tmp_path):
+    """The native format in the sandbox: CUDA_SRC built before (as the Evaluator and the
+    referee do) loads from the read-only cache without running nvcc; anything else fails
+    with the reason, not with a denied nvcc."""
+    settings = BuildSettings(nvcc=find_nvcc(), cache_dir=tmp_path / "cache", arch="sm_90")
+    source = 'extern "C" __global__ void k(float* x) { x[0] = 1.0f; }'
+    built = build_cubin(source, settings)
+    assert built.ok, built.errors
+    version = nvcc_version(settings.nvcc)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(read)
+            build._NVCC_VERSIONS.clear()  # as in a fresh fork server, which never asked nvcc
+            sandbox.confine(sandbox.candidate_policy(Path(tempfile.mkdtemp()), (tmp_path / "cache" / "cubin",)))
+            build.forbid_builds("not built before the candidate ran")
+            build.remember_nvcc_version(settings.nvcc, version)  # what the referee's Load says
+            cached = build_cubin(source, settings)
+            other = build_cubin(source.replace("1.0f", "2.0f"), settings)
+            loaded = Path(cached.cubin_path or "").read_bytes() if cached.ok else b""
+            report = f"{cached.ok}|{cached.cached}|{len(loaded)}|{other.ok}|{other.errors}"
+            os.write(write, report.encode())
+        except BaseException as exc:
+            os.write(write, f"error: {type(exc).__name__}: {exc}".encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    report = os.read(read, 4096).decode()
+    os.waitpid(pid, 0)
+    ok, cached, size, other_ok, other_errors = report.split("|")
+    assert (ok, cached, other_ok) == ("True", "True", "False"), report
+    assert int(size) > 0 and other_errors == "not built before the candidate ran"

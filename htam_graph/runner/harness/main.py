@@ -28,7 +28,7 @@ import torch
 from pydantic import BaseModel
 
 from htam_graph.runner import compare, ipc, protocol, timing
-from htam_graph.runner.build import condense_errors, forbid_builds
+from htam_graph.runner.build import condense_errors, forbid_builds, remember_nvcc_version
 from htam_graph.runner.builder import use_prebuilt
 from htam_graph.runner.harness import probes
 from htam_graph.runner.native import JUDGE_BUILD, CudaBuildError, CudaDriverError
@@ -196,6 +196,8 @@ class Harness:
     # -- loading -------------------------------------------------------------------------
     def load(self, command: Load) -> Loaded:
         JUDGE_BUILD.set(command.build)
+        if command.nvcc_version:
+            remember_nvcc_version(command.build.nvcc, command.nvcc_version)
         self.gate = timing.Gate.load(command.gate_cubin, self.gate_flags)  # before the candidate's code
         self.filename = command.filename
         digest = hashlib.sha256(command.source.encode()).hexdigest()[:16]

@@ -436,6 +436,7 @@ class _Case:
                 seed=reference.seed,
                 init_args=host_copies(reference.init_args),
                 gate_cubin=timing.cubin(job.build) if self.device.type == "cuda" else b"",
+                nvcc_version=_nvcc(job),
                 extensions_dir=extensions_dir,
             ),
             Loaded,

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -129,15 +129,17 @@ def build_key(source: str, arch: str, flags: Sequence[str], version: str) -> str
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
-# Set in a confined candidate process, which cannot start nvcc: why a cache miss fails.
+# Set in a confined candidate process, which cannot start nvcc: who builds a cache miss
+# for it (the referee, asked over its channel), and why a miss fails when no one can.
 _NO_BUILDS: str | None = None
+_DELEGATE: Callable[[str], None] | None = None
 
 
-def forbid_builds(reason: str) -> None:
-    """From now on a build that is not in the cache fails with `reason` (a sandboxed
-    candidate's process: its CUDA_SRC strings were built before it started)."""
-    global _NO_BUILDS
-    _NO_BUILDS = reason
+def forbid_builds(reason: str, delegate: Callable[[str], None] | None = None) -> None:
+    """From now on this process runs no nvcc: a source not in the cache goes to `delegate`
+    (which builds it into the cache), else the build fails with `reason`."""
+    global _NO_BUILDS, _DELEGATE
+    _NO_BUILDS, _DELEGATE = reason, delegate
 
 
 def build_cubin(
@@ -155,6 +157,10 @@ def build_cubin(
         if cached is not None:
             return cached.model_copy(update={"cached": True, "seconds": time.perf_counter() - started})
     if _NO_BUILDS is not None:
+        if _DELEGATE is not None and not flags:  # the referee builds with the default flags only
+            _DELEGATE(source)
+            if meta_path.is_file() and (found := _cached(BuildResult.model_validate_json(meta_path.read_text()), key)):
+                return found.model_copy(update={"seconds": time.perf_counter() - started})
         return BuildResult(ok=False, key=key, arch=arch, cached=False, seconds=0.0, errors=_NO_BUILDS, log=_NO_BUILDS)
     result = _run_nvcc(settings, source, arch, all_flags, key, folder, timeout_s)
     return result.model_copy(update={"seconds": time.perf_counter() - started})

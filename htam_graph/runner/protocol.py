@@ -112,7 +112,13 @@ class Finish(BaseModel):
     kind: Literal["finish"] = "finish"
 
 
-Command = Load | Alloc | Free | Call | Warmup | Trial | Finish
+class Built(BaseModel):
+    """The answer to NeedsBuild: the referee built it (or cached its failure)."""
+
+    kind: Literal["built"] = "built"
+
+
+Command = Load | Alloc | Free | Call | Warmup | Trial | Finish | Built
 
 
 # --- candidate -> referee (validated JSON) ---------------------------------------------------
@@ -166,6 +172,17 @@ class Loaded(BaseModel):
     health: Health
 
 
+MAX_BUILD_SOURCE = 256 * 1024
+
+
+class NeedsBuild(BaseModel):
+    """While loading, a sandboxed candidate's process (which cannot run nvcc) asks the
+    referee to build a CUDA source its CUDA_SRC literals did not hold; it waits for Built."""
+
+    kind: Literal["needs_build"] = "needs_build"
+    source: Annotated[str, StringConstraints(max_length=MAX_BUILD_SOURCE)]
+
+
 class Failed(BaseModel):
     kind: Literal["failed"] = "failed"
     verdict: Verdict
@@ -213,8 +230,9 @@ class Finished(BaseModel):
 
 
 Reply = Annotated[
-    Ready | Loaded | Failed | Allocated | Freed | Called | Warmed | TrialDone | Finished, Field(discriminator="kind")
+    Ready | Loaded | NeedsBuild | Failed | Allocated | Freed | Called | Warmed | TrialDone | Finished,
+    Field(discriminator="kind"),
 ]
-REPLY: TypeAdapter[Ready | Loaded | Failed | Allocated | Freed | Called | Warmed | TrialDone | Finished] = TypeAdapter(
-    Reply
-)
+REPLY: TypeAdapter[
+    Ready | Loaded | NeedsBuild | Failed | Allocated | Freed | Called | Warmed | TrialDone | Finished
+] = TypeAdapter(Reply)

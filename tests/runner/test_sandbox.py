@@ -24,12 +24,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 import htam_graph
 from htam_graph.runner import build, forkserver, sandbox
 from htam_graph.runner.build import BuildSettings, build_cubin, find_nvcc, nvcc_version
 from htam_graph.runner.harness import main as harness
-from htam_graph.runner.protocol import Ready
+from htam_graph.runner.protocol import Built, Finish, Finished, Health, NeedsBuild, Ready
 
 ATTACKS = Path(__file__).resolve().parents[1] / "redteam" / "host" / "attacks.c"
 
@@ -360,3 +361,48 @@ def test_a_confined_process_loads_built_cubins_and_builds_nothing(tmp_path):
     ok, cached, size, other_ok, other_errors = report.split("|")
     assert (ok, cached, other_ok) == ("True", "True", "False"), report
     assert int(size) > 0 and other_errors == "not built before the candidate ran"
+
+
+@pytest.mark.nvcc
+def test_a_source_composed_at_run_time_is_built_by_the_referee(monkeypatch, tmp_path):
+    """A CUDA source that is no CUDA_SRC literal (composed when the module runs): the
+    confined process asks the referee over its channel, which builds it (confined) into the
+    cache the process reads; the process never runs nvcc itself."""
+    from htam_graph.runner.referee.link import ProcessLink
+
+    settings = BuildSettings(nvcc=find_nvcc(), cache_dir=tmp_path / "cache", arch="sm_90")
+    (tmp_path / "cache" / "cubin").mkdir(parents=True)
+    version = nvcc_version(settings.nvcc)
+    composed = 'extern "C" __global__ void k(float* x) { x[0] = ' + str(os.getpid()) + ".0f; }"
+
+    def serve(conn: Connection, device_index: int, profile_dir: str | None = None, confined: bool = False) -> None:
+        conn.send_bytes(Ready(pid=os.getpid(), start_seconds=0.01).model_dump_json().encode())
+        conn.recv()  # the Finish below
+
+        def ask(source: str) -> None:
+            conn.send_bytes(NeedsBuild(source=source).model_dump_json().encode())
+            assert isinstance(conn.recv(), Built)
+
+        build._NVCC_VERSIONS.clear()
+        build.forbid_builds("no one could build it", ask)
+        build.remember_nvcc_version(settings.nvcc, version)
+        result = build_cubin(composed, settings)
+        found = [] if result.ok and Path(result.cubin_path or "").read_bytes() else [result.errors or "no cubin"]
+        conn.send_bytes(Finished(health=Health(tampered=found)).model_dump_json().encode())
+
+    monkeypatch.setattr(harness, "serve", serve)
+    cache = forkserver.Confinement(readable=(tmp_path / "cache" / "cubin",))
+    server = forkserver.ForkServer.start(device_index=0, confinement=cache)
+    try:
+        server.warm()
+        link = ProcessLink(server.take(timeout_s=60), torch.device("cpu"))
+        asked: list[str] = []
+
+        def build_it(source: str) -> None:
+            asked.append(source)
+            build_cubin(source, settings)
+
+        reply = link.request(Finish(), Finished, time.monotonic() + 120, build_it)
+        assert reply.health.tampered == [] and asked == [composed]
+    finally:
+        server.stop()

@@ -33,8 +33,10 @@ from htam_graph.runner.builder import use_prebuilt
 from htam_graph.runner.harness import probes
 from htam_graph.runner.native import JUDGE_BUILD, CudaBuildError, CudaDriverError
 from htam_graph.runner.protocol import (
+    MAX_BUILD_SOURCE,
     Alloc,
     Allocated,
+    Built,
     Call,
     Called,
     Command,
@@ -48,6 +50,7 @@ from htam_graph.runner.protocol import (
     Load,
     Loaded,
     NamedTensor,
+    NeedsBuild,
     Output,
     Ready,
     Trial,
@@ -93,10 +96,6 @@ def serve(conn: Connection, device_index: int, profile_dir: str | None = None, c
     `confined`: the fork server sandboxed this process, which can start no compiler: CUDA
     sources load from the cache (built before), load_inline from the builder's folder."""
     if confined:
-        forbid_builds(
-            "CUDA_SRC was not built before the candidate ran: in the sandbox, load_cuda builds only the "
-            "CUDA_SRC string literals of the source (compose no CUDA source at run time)"
-        )
         use_prebuilt()
     profiler = cProfile.Profile() if profile_dir else None
     if profiler is not None:
@@ -109,6 +108,8 @@ def serve(conn: Connection, device_index: int, profile_dir: str | None = None, c
     torch.backends.cudnn.allow_tf32 = False
     torch.set_grad_enabled(False)  # a judge never needs gradients; this thread is the only one
     harness = Harness(conn, device, timing.L2Flusher())
+    if confined:
+        forbid_builds("the referee could not build this CUDA source for the sandbox", harness.ask_build)
     _send(conn, Ready(pid=os.getpid(), start_seconds=time.perf_counter() - started))
     harness.serve(lambda: _dump(profiler, profile_dir))
 
@@ -194,6 +195,15 @@ class Harness:
         return Health(tampered=self.integrity.check()[:64], concurrency=self.integrity.concurrency())
 
     # -- loading -------------------------------------------------------------------------
+    def ask_build(self, source: str) -> None:
+        """In the sandbox, during any command: have the referee build `source` into the cache."""
+        if len(source) > MAX_BUILD_SOURCE:
+            return  # too long to send; the build fails with forbid_builds' reason
+        _send(self.conn, NeedsBuild(source=source))
+        answer = self.conn.recv()
+        if not isinstance(answer, Built):
+            raise RuntimeError(f"the referee answered a build request with {type(answer).__name__}")
+
     def load(self, command: Load) -> Loaded:
         JUDGE_BUILD.set(command.build)
         if command.nvcc_version:

@@ -25,7 +25,7 @@ import random
 import statistics
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar
@@ -120,7 +120,9 @@ class CandidateLink(Protocol):
 
     pid: int
 
-    def request(self, command: Command, expect: type[R], deadline: float) -> R: ...
+    def request(
+        self, command: Command, expect: type[R], deadline: float, build: Callable[[str], None] | None = None
+    ) -> R: ...
 
     def tensor(self, remote: RemoteTensor) -> torch.Tensor: ...
 
@@ -379,7 +381,14 @@ class _Case:
         if self.link is None:
             raise RuntimeError("no candidate process")
         with self.timer(f"candidate:{command.kind}"):  # round trips, the candidate's share of the time
+            if self.job.build.sandbox:  # load_cuda runs while loading, or lazily in a first forward
+                return self.link.request(command, expect, self.deadline, self._build_for_candidate)
             return self.link.request(command, expect, self.deadline)
+
+    def _build_for_candidate(self, source: str) -> None:
+        """A CUDA source the sandboxed candidate composed at run time: built (confined) into
+        the cache it reads; a failure is cached as well, and its load reports it."""
+        build_cubin(source, self.job.build)
 
     def release(self, *outcomes: _Outcome) -> None:
         """Unmap outputs the referee no longer reads (the candidate's process may free them)."""

@@ -19,7 +19,6 @@ import inspect
 import json
 import logging
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -182,10 +181,6 @@ def main(folder: Path) -> int:
         errors = text if "Error building extension" in text else ""
     (folder / REPORT_FILE).write_text(json.dumps({"errors": errors}))
     return 0
-
-
-def clean(root: Path) -> None:
-    shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # The sandbox on a GPU machine, in one command (under 8 minutes on the H200):
+#   0. CUDA and CUDA IPC in a confined process (bench/scripts/sandbox_cuda_smoke.py);
 #   1. the gpu-marked tests of the sandbox, the runner's GPU evaluation and the red team
 #      (tests/runner/test_sandbox_gpu.py, test_builder.py, test_gpu_eval.py, test_redteam_gpu.py), sandboxed
 #      as users run them;
@@ -31,6 +32,8 @@ export PYTHONPATH="/tmp/site:$PWD" PYTHONUNBUFFERED=1 HTAM_CACHE_DIR=/tmp/htam-c
   python3 -c "import sys, torch; print(sys.version.split()[0], torch.__version__)"
   python3 -c "from htam_graph.runner import sandbox; print('landlock abi', sandbox.landlock_abi(), 'missing:', sandbox.missing())"
   uname -r
+  # CUDA and CUDA IPC inside the sandbox (and, if that fails, which wall breaks them)
+  timeout 120 python3 bench/scripts/sandbox_cuda_smoke.py
 } 2>&1 | tee "$OUT/env.txt"
 
 if [[ " $STAGES " == *" tests "* ]]; then

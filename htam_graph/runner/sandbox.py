@@ -20,8 +20,8 @@ patch, and each is irreversible for the process and everything it starts:
   every Debian/Ubuntu host): no ptrace, process_vm_readv/writev, pidfd signals or
   descriptor theft; kill/tgkill/sigqueue only to itself; no execve, fork or clone of a
   process (threads are fine: CUDA and torch start threads); no mount, keyctl, bpf,
-  unshare, setns, perf_event_open, userfaultfd, io_uring, module or kexec calls; no
-  socket, connect, bind, listen or accept at all (only a socketpair of AF_UNIX), since
+  unshare, setns, perf_event_open, userfaultfd, io_uring, module or kexec calls; sockets of
+  AF_UNIX only, and no connect, bind, listen or accept at all (ECONNREFUSED), since
   Landlock does not mediate connecting to a unix socket by its path. The filter is
   synchronised to every thread (TSYNC).
 
@@ -255,15 +255,12 @@ _DENIED = (
     "setfsuid",
     "setfsgid",
     "capset",
-    # No socket of its own: Landlock does not mediate connect() to a unix socket by path (a
-    # docker.sock, say); the judge's channel is a socket pair it inherited, open already.
-    "socket",
-    "connect",
-    "bind",
-    "listen",
-    "accept",
-    "accept4",
 )
+# No connection of its own: Landlock does not mediate connect() to a unix socket by its
+# path (a docker.sock, say); the judge's channel is a socket pair it inherited, open
+# already. Refused as a missing server is (ECONNREFUSED), so a library that probes for a
+# daemon (CUDA's MPS, say) carries on as if there were none.
+_CONNECTING = ("connect", "bind", "listen", "accept", "accept4")
 _PROCESS_START = ("execve", "execveat", "fork", "vfork")
 
 
@@ -317,7 +314,10 @@ def _seccomp(policy: Policy) -> None:
             rule(_errno_action(errno.ENOSYS), "clone3")  # flags behind a pointer: glibc falls back to clone
         for name in ("kill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo"):
             rule(deny, name, (0, _SCMP_CMP_NE, me))
-        rule(_errno_action(errno.EAFNOSUPPORT), "socketpair", (0, _SCMP_CMP_NE, _AF_UNIX))
+        for name in ("socket", "socketpair"):
+            rule(_errno_action(errno.EAFNOSUPPORT), name, (0, _SCMP_CMP_NE, _AF_UNIX))
+        for name in _CONNECTING:
+            rule(_errno_action(errno.ECONNREFUSED), name)
         if lib.seccomp_attr_set(ctx, _SCMP_FLTATR_CTL_TSYNC, 1):
             raise SandboxError("seccomp cannot synchronise its filter to every thread")
         if rc := lib.seccomp_load(ctx):

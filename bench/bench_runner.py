@@ -366,6 +366,9 @@ def kernelbench_report(
     "and write its and its candidate processes' top functions (profile-<date>-<gpu>.txt beside the JSON); the "
     "measured passes run unprofiled",
 )
+@click.option(
+    "--no-sandbox", is_flag=True, help="candidates and builds unconfined (the sandbox's cost: compare with and without)"
+)
 @click.option("--out", type=click.Path(path_type=Path), default=REPO / "bench" / "results", show_default=True)
 def main(
     trials: int,
@@ -376,13 +379,19 @@ def main(
     candidates: Path | None,
     resume: Path | None,
     profile: bool,
+    no_sandbox: bool,
     out: Path,
 ) -> None:
     console = Console()
     cache = Path(tempfile.mkdtemp(prefix="htam-bench-cache-"))
-    settings = BuildSettings.resolve().model_copy(update={"cache_dir": cache})  # every build starts cold
-    config = EvalConfig(trials=trials, compile_reference=compile_reference)
-    report: dict[str, Any] = {"date": dt.date.today().isoformat(), "command": " ".join(["python3", *sys.argv])}
+    # every build starts cold; builds confined as the Evaluator's are, unless --no-sandbox
+    settings = BuildSettings.resolve().model_copy(update={"cache_dir": cache, "sandbox": not no_sandbox})
+    config = EvalConfig(trials=trials, compile_reference=compile_reference, sandbox=not no_sandbox)
+    report: dict[str, Any] = {
+        "date": dt.date.today().isoformat(),
+        "command": " ".join(["python3", *sys.argv]),
+        "sandbox": not no_sandbox,
+    }
     out.mkdir(parents=True, exist_ok=True)
 
     def save(section: str | None = None, value: Any = None) -> None:

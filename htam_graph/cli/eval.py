@@ -42,6 +42,11 @@ _DEFAULTS = EvalConfig()
 )
 @click.option("--compile-reference", is_flag=True, help="also time torch.compile of the reference")
 @click.option(
+    "--no-sandbox",
+    is_flag=True,
+    help="run generated code and its builds unconfined, with your privileges (results record it)",
+)
+@click.option(
     "--no-run", is_flag=True, help="no GPU needed: only the static cheat checks and the nvcc build (verdict 'checked')"
 )
 def eval_cmd(
@@ -52,6 +57,7 @@ def eval_cmd(
     timeout_s: float,
     kernelbench_timeout_s: float,
     compile_reference: bool,
+    no_sandbox: bool,
     no_run: bool,
 ) -> None:
     """Check, build, verify and time CANDIDATE (a file defining ModelNew) against TASK
@@ -64,7 +70,7 @@ def eval_cmd(
     from htam_graph.tasks import resolve_task
 
     resolved = resolve_task(task)
-    build = BuildSettings.resolve(settings())
+    build = BuildSettings.resolve(settings()).model_copy(update={"sandbox": not no_sandbox})
     if no_run:
         result = precheck(resolved, candidate, build)
     else:
@@ -73,6 +79,7 @@ def eval_cmd(
             timeout_s=timeout_s,
             kernelbench_timeout_s=kernelbench_timeout_s,
             compile_reference=compile_reference,
+            sandbox=not no_sandbox,
         )
         with Evaluator(config, workers=1, build=build) as ev:
             result = ev.evaluate(resolved, candidate)

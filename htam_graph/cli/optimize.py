@@ -22,6 +22,7 @@ from htam_graph.loop.records import RunSummary, StepRecord
 from htam_graph.loop.runs import check_run_id, create_run, open_run, task_context
 from htam_graph.memory import open_store
 from htam_graph.memory.models import RunConfig
+from htam_graph.runner.jobs import EvalConfig
 from htam_graph.vocab import Method
 
 MEMORY_METHODS = {Method.HTAM, Method.HTAM_NO_PREFIX, Method.HTAM_NO_LOCAL, Method.HTAM_NO_HIERARCHY}
@@ -62,6 +63,11 @@ DEFAULT_OUT = Path("htam-runs")
     help="The replay file of --evaluator replay (default: the demo's, recorded on an H200).",
 )
 @click.option(
+    "--no-sandbox",
+    is_flag=True,
+    help="With the gpu evaluator: run generated code and its builds unconfined, with your privileges.",
+)
+@click.option(
     "--store",
     "store_kind",
     type=click.Choice(["auto", "local", "neo4j"]),
@@ -100,6 +106,7 @@ def optimize(
     script_path: Path | None,
     evaluator: str,
     replay_path: Path | None,
+    no_sandbox: bool,
     store_kind: str | None,
     seed: int,
     out: Path,
@@ -131,7 +138,8 @@ def optimize(
         if chosen in MEMORY_METHODS and not store.get_globals():
             raise UserError(f"the memory at {store.describe()} is empty: run `htam memory seed` first")
         kind = "gpu" if evaluator == "auto" else evaluator
-        with make_evaluator(kind, replay=replay_path or DEMO_REPLAY) as judge:
+        config = EvalConfig(sandbox=not no_sandbox)
+        with make_evaluator(kind, config, replay=replay_path or DEMO_REPLAY) as judge:
             if manifest_folder is None:
                 manifest_folder = create_run(
                     out=out,

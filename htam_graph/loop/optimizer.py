@@ -246,7 +246,7 @@ class Optimizer:
         final = attempts[-1]
         feedback = _feedback(final)
         best_before = state.best.speedup
-        speedup = feedback.speedup_eager if feedback.verdict == Verdict.OK else None
+        speedup = feedback.speedup_eager if feedback.verdict == Verdict.OK and _trusted(final.result) else None
         best_after = max(best_before, speedup) if speedup is not None else best_before
         # reward_from = fastest: while the reference is the best, the reward's base is the fastest
         # correct kernel the step built on; parent: the kernel the step modified, signed, with a
@@ -609,6 +609,12 @@ def _feedback(attempt: Attempt) -> Feedback:
             roofline=None,
         )
     return Feedback.of(attempt.result)
+
+
+def _trusted(result: EvalResult | None) -> bool:
+    """Whether an ok result's speedup may reach the reward and the memory: a suspicious one
+    only once the runner re-verified it (runner/evaluate.py, `reverified`)."""
+    return result is not None and (not result.suspicious or result.verified)
 
 
 def _error_class(result: EvalResult | None) -> str | None:

@@ -15,11 +15,11 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from functools import cache
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -27,6 +27,7 @@ from pydantic import BaseModel, Field
 from htam_graph.config import Settings, data_dir, load_settings
 from htam_graph.errors import UserError
 from htam_graph.runner.models import BuildResult
+from htam_graph.runner.sandbox import python_env
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +51,7 @@ class BuildSettings(BaseModel):
     nvcc: Path
     cache_dir: Path = Field(description="cubins under <cache_dir>/cubin, load_inline builds under torch_ext/")
     arch: str | None = Field(None, description="e.g. sm_90; None: the GPU's own, filled in where the GPU is")
+    sandbox: bool = Field(True, description="run nvcc confined (runner/confined.py); False: --no-sandbox")
 
     @classmethod
     def resolve(cls, settings: Settings | None = None) -> BuildSettings:
@@ -87,9 +89,23 @@ def _pip_nvcc_candidates() -> list[Path]:
     return [Path(root) / "cu13" / "bin" / "nvcc" for root in nvidia.__path__]
 
 
-@cache
+# nvcc_version's answers, by nvcc path; a sandboxed candidate's process, which cannot run
+# nvcc, is told the version by the referee (remember_nvcc_version).
+_NVCC_VERSIONS: dict[Path, str] = {}
+
+
+def remember_nvcc_version(nvcc: Path, version: str) -> None:
+    _NVCC_VERSIONS[nvcc] = version
+
+
 def nvcc_version(nvcc: Path) -> str:
     """The 'release X.Y, VX.Y.Z' part of `nvcc --version` (part of every cache key)."""
+    if nvcc not in _NVCC_VERSIONS:
+        _NVCC_VERSIONS[nvcc] = _ask_nvcc_version(nvcc)
+    return _NVCC_VERSIONS[nvcc]
+
+
+def _ask_nvcc_version(nvcc: Path) -> str:
     out = subprocess.run([str(nvcc), "--version"], capture_output=True, text=True, timeout=60, check=False)
     match = re.search(r"release \S+ V[\d.]+", out.stdout)
     if out.returncode != 0 or not match:
@@ -113,6 +129,19 @@ def build_key(source: str, arch: str, flags: Sequence[str], version: str) -> str
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
+# Set in a confined candidate process, which cannot start nvcc: who builds a cache miss
+# for it (the referee, asked over its channel), and why a miss fails when no one can.
+_NO_BUILDS: str | None = None
+_DELEGATE: Callable[[str], None] | None = None
+
+
+def forbid_builds(reason: str, delegate: Callable[[str], None] | None = None) -> None:
+    """From now on this process runs no nvcc: a source not in the cache goes to `delegate`
+    (which builds it into the cache), else the build fails with `reason`."""
+    global _NO_BUILDS, _DELEGATE
+    _NO_BUILDS, _DELEGATE = reason, delegate
+
+
 def build_cubin(
     source: str, settings: BuildSettings, flags: Sequence[str] = (), timeout_s: float = NVCC_TIMEOUT_S
 ) -> BuildResult:
@@ -124,35 +153,92 @@ def build_cubin(
     folder = settings.cache_dir / "cubin"
     meta_path = folder / f"{key}.json"
     if meta_path.is_file():
-        cached = BuildResult.model_validate_json(meta_path.read_text())
-        if not cached.ok or (cached.cubin_path and Path(cached.cubin_path).is_file()):
+        cached = _cached(BuildResult.model_validate_json(meta_path.read_text()), key)
+        if cached is not None:
             return cached.model_copy(update={"cached": True, "seconds": time.perf_counter() - started})
-    result = _run_nvcc(settings.nvcc, source, arch, all_flags, key, folder, timeout_s)
+    if _NO_BUILDS is not None:
+        if _DELEGATE is not None and not flags:  # the referee builds with the default flags only
+            _DELEGATE(source)
+            if meta_path.is_file() and (found := _cached(BuildResult.model_validate_json(meta_path.read_text()), key)):
+                return found.model_copy(update={"seconds": time.perf_counter() - started})
+        return BuildResult(ok=False, key=key, arch=arch, cached=False, seconds=0.0, errors=_NO_BUILDS, log=_NO_BUILDS)
+    result = _run_nvcc(settings, source, arch, all_flags, key, folder, timeout_s)
     return result.model_copy(update={"seconds": time.perf_counter() - started})
 
 
+def _cached(record: BuildResult, key: str) -> BuildResult | None:
+    """A cache record, if it is one for `key` whose cubin still has the recorded hash."""
+    if record.key != key:
+        return None
+    if not record.ok:
+        return record
+    if not record.cubin_path or not record.cubin_sha256:
+        return None
+    try:
+        data = Path(record.cubin_path).read_bytes()
+    except OSError:
+        return None
+    if hashlib.sha256(data).hexdigest() != record.cubin_sha256:
+        logger.warning("cached cubin %s does not match its record; rebuilding", record.cubin_path)
+        return None
+    return record
+
+
+# The judge's own kernels (timing gate, fused comparisons), by build key: built once per
+# process into a private folder, never read back from the shared cache.
+_JUDGE_CUBINS: dict[str, bytes] = {}
+
+
+def judge_cubin(source: str, settings: BuildSettings, flags: Sequence[str] = ()) -> bytes:
+    """The cubin of one of the judge's own kernels, from this process's memory."""
+    arch = settings.arch or gpu_arch()
+    all_flags = (*DEFAULT_FLAGS, *flags)
+    key = build_key(source, arch, all_flags, nvcc_version(settings.nvcc))
+    if key not in _JUDGE_CUBINS:
+        with tempfile.TemporaryDirectory(prefix="htam-judge-") as private:
+            os.chmod(private, 0o700)
+            trusted = settings.model_copy(update={"sandbox": False})  # our own source
+            result = _run_nvcc(trusted, source, arch, all_flags, key, Path(private), NVCC_TIMEOUT_S)
+            if not result.ok or result.cubin_path is None:
+                from htam_graph.runner.native import CudaBuildError
+
+                raise CudaBuildError(result)
+            _JUDGE_CUBINS[key] = Path(result.cubin_path).read_bytes()
+    return _JUDGE_CUBINS[key]
+
+
+def confined_command(cmd: Sequence[str], writable: Path) -> list[str]:
+    """`cmd` run by runner/confined.py: sandboxed, writing only `writable`."""
+    return [sys.executable, "-m", "htam_graph.runner.confined", "--write", str(writable), "--", *cmd]
+
+
 def _run_nvcc(
-    nvcc: Path, source: str, arch: str, flags: Sequence[str], key: str, folder: Path, timeout_s: float
+    settings: BuildSettings, source: str, arch: str, flags: Sequence[str], key: str, folder: Path, timeout_s: float
 ) -> BuildResult:
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="htam-nvcc-") as tmp:
         src = Path(tmp) / SOURCE_NAME
         src.write_text(source, encoding="utf-8")
         out = Path(tmp) / "kernel.cubin"
-        cmd = [str(nvcc), "-cubin", f"-arch={arch}", *flags, "-o", str(out), str(src)]
+        cmd = [str(settings.nvcc), "-cubin", f"-arch={arch}", *flags, "-o", str(out), str(src)]
+        env = None
+        if settings.sandbox:
+            cmd, env = confined_command(cmd, Path(tmp)), {**os.environ, **python_env()}
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=tmp, check=False)
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=tmp, check=False, env=env)
         except subprocess.TimeoutExpired:
             # Not cached: a timeout may be the machine's load rather than the source.
             msg = f"nvcc timed out after {timeout_s:.0f} s"
             logger.warning("%s (key %s); not cached", msg, key[:12])
             return BuildResult(ok=False, key=key, arch=arch, cached=False, seconds=0.0, errors=msg, log=msg)
         log = (proc.stdout + proc.stderr).replace(tmp + os.sep, "")
-        ok = proc.returncode == 0 and out.is_file()
-        cubin_path = None
+        ok = proc.returncode == 0 and out.is_file() and not out.is_symlink()
+        cubin_path, digest = None, None
         if ok:
             cubin_path = folder / f"{key}.cubin"
-            _atomic_write(cubin_path, out.read_bytes())
+            data = out.read_bytes()
+            digest = hashlib.sha256(data).hexdigest()
+            _atomic_write(cubin_path, data)
         errors = "" if ok else condense_errors(log, source)
     result = BuildResult(
         ok=ok,
@@ -161,6 +247,7 @@ def _run_nvcc(
         cached=False,
         seconds=0.0,
         cubin_path=str(cubin_path) if cubin_path else None,
+        cubin_sha256=digest,
         errors=errors,
         log=log,
     )
@@ -173,6 +260,7 @@ def _atomic_write(path: Path, data: bytes) -> None:
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
+        os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide it from a sandboxed candidate running as nobody
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

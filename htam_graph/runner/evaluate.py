@@ -21,7 +21,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from htam_graph.errors import UserError
+from htam_graph.runner import sandbox
 from htam_graph.runner.build import BuildSettings, build_cubin, gpu_arch
+from htam_graph.runner.builder import candidate_readable
 from htam_graph.runner.formats import detect_format, static_cuda_sources
 from htam_graph.runner.jobs import EvalConfig, Job, RefereeInfo
 from htam_graph.runner.models import BuildResult, EvalResult, Verdict
@@ -45,13 +47,23 @@ class Evaluator:
         """`workers`: referees (one per GPU by default); `build`: nvcc, cache and arch,
         resolved from the settings (flags, HTAM_* environment, the settings file) when not given."""
         self.config = config or EvalConfig()
+        if self.config.sandbox:
+            sandbox.require()  # no generated code runs unconfined unless the user said so
+        else:
+            logger.warning("--no-sandbox: generated code runs with this user's privileges")
         visible = visible_gpu_count()  # fails early and clearly on a machine without a GPU
         self.worker_count = workers or visible
-        self.build = build or BuildSettings.resolve()
+        self.build = (build or BuildSettings.resolve()).model_copy(update={"sandbox": self.config.sandbox})
         self._referees: list[Referee] = []
 
     def __enter__(self) -> Evaluator:
-        self._referees = [Referee(i, self.config.startup_timeout_s) for i in range(self.worker_count)]
+        readable = None
+        if self.config.sandbox:
+            folders = candidate_readable(self.build.cache_dir)
+            for folder in folders:  # Landlock grants only folders that exist when the process confines
+                folder.mkdir(parents=True, exist_ok=True)
+            readable = [str(f) for f in folders]
+        self._referees = [Referee(i, self.config.startup_timeout_s, readable) for i in range(self.worker_count)]
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -92,7 +104,7 @@ class Evaluator:
                             return
                         for future in builds[index]:
                             future.result()
-                        result = _run(referee, jobs[index])
+                        result = reverified(referee, jobs[index], _run(referee, jobs[index]))
                         results[index] = result
                         if progress is not None:
                             progress(result)
@@ -115,6 +127,21 @@ def _prebuild(builder: ThreadPoolExecutor, job: Job) -> list[Future[BuildResult]
     return [builder.submit(build_cubin, src, job.build) for src in static_cuda_sources(job.candidate_source)]
 
 
+def reverified(referee: Referee, job: Job, first: EvalResult) -> EvalResult:
+    """A suspicious ok result judged once more, in a fresh candidate process (sandboxed,
+    unless --no-sandbox) on inputs drawn from fresh secret seeds. It stands only if the
+    second judgement is ok too; then with the smaller of the two speedups, and verified."""
+    if first.verdict != Verdict.OK or not first.suspicious:
+        return first
+    logger.info("suspicious result on %s (%s): judging it again", job.task.id, first.suspicious_reason)
+    second = _run(referee, job)
+    if second.verdict != Verdict.OK:
+        errors = f"a suspicious result ({first.suspicious_reason}) did not hold when judged again: {second.errors}"
+        return second.model_copy(update={"errors": errors, "suspicious": True, "verified": False})
+    slower = min((first, second), key=lambda r: r.speedup_eager or 0.0)
+    return slower.model_copy(update={"verified": True})
+
+
 def _run(referee: Referee, job: Job) -> EvalResult:
     info = referee.info()
     try:
@@ -129,6 +156,7 @@ def _run(referee: Referee, job: Job) -> EvalResult:
             errors=gone.detail,
             device=info.device,
             versions=info.versions,
+            sandboxed=job.build.sandbox,
         )
 
 
@@ -157,6 +185,7 @@ def precheck(task: TaskLike, candidate: CandidateLike, build: BuildSettings | No
         candidate_sha256=job.candidate_sha256,
         candidate_format=job.fmt,
         verdict=Verdict.CHECKED,
+        sandboxed=build.sandbox,
     )
     dtype = str(task_dtype(job.task.load_module())).removeprefix("torch.")
     if found := static_check(job.candidate_source, dtype, job.fmt):
@@ -164,6 +193,8 @@ def precheck(task: TaskLike, candidate: CandidateLike, build: BuildSettings | No
         return result.model_copy(update={"verdict": Verdict.REJECTED, "cheats": found, "errors": errors})
     if job.fmt != "native":
         return result  # load_inline builds only when the candidate loads, on the GPU machine
+    if build.sandbox:
+        sandbox.require()
     builds = [build_cubin(src, job.build) for src in static_cuda_sources(job.candidate_source)]
     seconds = sum(b.seconds for b in builds)
     if failed := [b for b in builds if not b.ok]:

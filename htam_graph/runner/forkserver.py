@@ -13,22 +13,32 @@ process a candidate started that outlived it, so nothing of a candidate keeps ru
 when the next job, or a reference timing, starts. The server itself holds no secrets (the
 referee scrubbed the environment before forking it) and no descriptor of the referee's
 channel to the parent.
+
+With a `Confinement`, each candidate process confines itself (runner/sandbox.py) right
+after its fork, before CUDA comes up and long before the candidate's code is loaded: every
+thread it will ever have, CUDA's included, starts inside the walls. Its only writable
+folder is a scratch folder of its own, removed when it is ended.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import os
+import shutil
 import signal
 import socket
+import tempfile
 import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any
 
-from htam_graph.runner import proc
+from htam_graph.runner import proc, sandbox
+from htam_graph.runner.builder import use_prebuilt
 from htam_graph.runner.harness import main as harness
 from htam_graph.runner.protocol import MAX_REPLY_BYTES, REPLY, Ready
 
@@ -59,6 +69,25 @@ class CandidateProcess:
     wait_seconds: float  # how long the referee waited for it
 
 
+# What a candidate process may still see of the environment: the GPU and the libraries.
+_ENV_KEPT = {"PATH", "LD_LIBRARY_PATH", "LANG"}
+_ENV_KEPT_PREFIXES = ("CUDA_", "NVIDIA_", "LC_")
+
+
+@dataclass(frozen=True)
+class Confinement:
+    """How candidate processes are confined: the judge's folders they may read (the build
+    cache, read-only) besides the system and Python, and where their scratch folders go."""
+
+    readable: tuple[Path, ...] = ()
+    scratch_root: Path | None = None  # None: the system's temporary folder
+
+    def policy(self, scratch: Path, extra_write: tuple[Path, ...] = ()) -> sandbox.Policy:
+        environment = {k: v for k, v in os.environ.items() if k in _ENV_KEPT or k.startswith(_ENV_KEPT_PREFIXES)}
+        policy = sandbox.candidate_policy(scratch, self.readable, environment)
+        return dataclasses.replace(policy, write=(*policy.write, *extra_write))
+
+
 class ForkServerError(RuntimeError):
     """The fork server could not provide a candidate process."""
 
@@ -66,27 +95,37 @@ class ForkServerError(RuntimeError):
 class ForkServer:
     """The referee's handle on its fork server."""
 
-    def __init__(self, pid: int, sock: socket.socket) -> None:
-        self.pid, self.sock = pid, sock
+    def __init__(self, pid: int, sock: socket.socket, scratch_root: Path | None = None) -> None:
+        self.pid, self.sock, self.scratch_root = pid, sock, scratch_root
 
     @classmethod
-    def start(cls, device_index: int, profile_dir: str | None = None) -> ForkServer:
+    def start(
+        cls, device_index: int, profile_dir: str | None = None, confinement: Confinement | None = None
+    ) -> ForkServer:
         """Fork the server now: call before this process initialises CUDA. With
         `profile_dir`, every candidate process writes its cProfile stats there when it
-        finishes (bench/bench_runner.py --profile)."""
+        finishes (bench/bench_runner.py --profile). Without `confinement`, candidate
+        processes run unconfined (--no-sandbox)."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        scratch_root = None
+        if confinement is not None and confinement.scratch_root is None:
+            scratch_root = Path(tempfile.mkdtemp(prefix="htam-scratch-"))  # removed by stop()
+            scratch_root.chmod(0o711)  # a candidate running as nobody enters its own folder in it
+            confinement = Confinement(confinement.readable, scratch_root)
         pid = os.fork()
         if pid == 0:
             try:
                 ours.close()
-                _Server(theirs, device_index, profile_dir).serve()
+                _Server(theirs, device_index, profile_dir, confinement).serve()
             except BaseException:
                 logger.exception("the fork server failed")
             finally:
                 os._exit(0)
         theirs.close()
-        logger.info("fork server %d started for cuda:%d", pid, device_index)
-        return cls(pid, ours)
+        logger.info(
+            "fork server %d started for cuda:%d (%s)", pid, device_index, "sandboxed" if confinement else "NO SANDBOX"
+        )
+        return cls(pid, ours, scratch_root)
 
     def _request(self, message: dict[str, Any], timeout_s: float) -> tuple[dict[str, Any], list[int]]:
         self.sock.settimeout(timeout_s)
@@ -141,6 +180,8 @@ class ForkServer:
         except (ProcessLookupError, ChildProcessError):
             pass
         self.sock.close()
+        if self.scratch_root is not None:
+            shutil.rmtree(self.scratch_root, ignore_errors=True)
 
 
 @dataclass
@@ -153,8 +194,18 @@ class _Spare:
 class _Server:
     """The loop of the forked server process."""
 
-    def __init__(self, sock: socket.socket, device_index: int, profile_dir: str | None = None) -> None:
+    def __init__(
+        self,
+        sock: socket.socket,
+        device_index: int,
+        profile_dir: str | None = None,
+        confinement: Confinement | None = None,
+    ) -> None:
         self.sock, self.device_index, self.profile_dir = sock, device_index, profile_dir
+        self.confinement = confinement
+        if confinement is not None:
+            use_prebuilt()  # imports torch's extension loader once, here: candidate processes inherit it
+        self.scratch: dict[int, Path] = {}  # candidate process -> its scratch folder
         self.spare: _Spare | None = None
         self.taken: set[int] = set()  # candidate processes handed to the referee and not ended
         self.ending: set[int] = set()  # killed candidate processes not reaped yet
@@ -198,10 +249,13 @@ class _Server:
             self.taken.discard(pid)
             if message.get("wait", True):
                 status = proc.kill_group(pid)
+                self._clean(pid)
                 return {"status": status, "orphans": self._reap({pid})}, ()
             gone = proc.kill_group(pid, wait=False)
             if gone is None:
                 self.ending.add(pid)
+            else:
+                self._clean(pid)
             return {"status": gone or "killed by SIGKILL"}, ()
         raise ForkServerError(f"unknown fork server request {op!r}")
 
@@ -220,7 +274,13 @@ class _Server:
         for pid in ended:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)
+            self._clean(pid)
         return self._reap(ended)
+
+    def _clean(self, pid: int) -> None:
+        """Remove an ended process's scratch folder (what it wrote dies with it)."""
+        if (scratch := self.scratch.pop(pid, None)) is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
 
     def _ready(self, timeout_s: float = 120.0) -> tuple[_Spare, Ready]:
         """The spare, forked if needed, once its CUDA is up (a dead spare is replaced once)."""
@@ -239,6 +299,7 @@ class _Server:
             except (EOFError, OSError, ValueError):
                 pass
             status = proc.kill_group(spare.pid)
+            self._clean(spare.pid)
             logger.warning(
                 "spare candidate process %d failed to start (%s); attempt %d", spare.pid, status, attempt + 1
             )
@@ -248,6 +309,10 @@ class _Server:
 
     def _fork(self) -> _Spare:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        scratch = None
+        if self.confinement is not None:
+            root = self.confinement.scratch_root
+            scratch = Path(tempfile.mkdtemp(prefix="htam-candidate-", dir=str(root) if root else None))
         pid = os.fork()
         if pid == 0:
             try:
@@ -259,10 +324,17 @@ class _Server:
                 proc.die_with_parent()
                 fd = theirs.detach()
                 proc.close_fds_except({0, 1, 2, fd})
-                harness.serve(Connection(fd), self.device_index, self.profile_dir)
+                if self.confinement is not None and scratch is not None:
+                    extra = (Path(self.profile_dir),) if self.profile_dir else ()
+                    walls = sandbox.confine(self.confinement.policy(scratch, extra))
+                    logger.debug("candidate process confined: %s", walls)
+                    os.chdir(scratch)
+                harness.serve(Connection(fd), self.device_index, self.profile_dir, confined=scratch is not None)
             except BaseException:
                 logger.exception("candidate process failed")
             finally:
                 os._exit(0)
         theirs.close()
+        if scratch is not None:
+            self.scratch[pid] = scratch
         return _Spare(pid=pid, conn=Connection(ours.detach()))

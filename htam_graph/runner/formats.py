@@ -23,8 +23,8 @@ def static_cuda_sources(source: str) -> list[str]:
     """The strings assigned to module-level CUDA_SRC* names, for building ahead: literals,
     and concatenations of literals and of module-level names bound to them.
 
-    A source built any other way at import time is compiled by load_cuda when the candidate
-    loads, through the same cache.
+    A source built any other way at import time is compiled when load_cuda asks for it,
+    through the same cache (in the sandbox, by the referee on the candidate's request).
     """
     try:
         tree = ast.parse(source)

@@ -25,12 +25,11 @@ any contiguous tensor of 1, 2, 4 or 8-byte elements) once the referee has built 
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import torch
 
-from htam_graph.runner.build import BuildSettings, build_cubin
-from htam_graph.runner.native import CudaBuildError, CudaModule
+from htam_graph.runner.build import BuildSettings, judge_cubin
+from htam_graph.runner.native import CudaModule
 
 THREADS = 256
 BLOCKS_PER_SM = 8
@@ -174,12 +173,10 @@ class Kernels:
     @classmethod
     def build(cls, settings: BuildSettings, prime: int) -> Kernels:
         text = source(prime)
-        result = build_cubin(text, settings)
-        if not result.ok or result.cubin_path is None:
-            raise CudaBuildError(result)
+        cubin = judge_cubin(text, settings)  # the judge's own: never from the shared cache
         device = torch.device("cuda", torch.cuda.current_device())
         assert device.index is not None
-        return cls(CudaModule(text, Path(result.cubin_path).read_bytes(), device.index), device)
+        return cls(CudaModule(text, cubin, device.index), device)
 
     def fits(self, *tensors: torch.Tensor) -> bool:
         return all(t.device == self.device and t.is_contiguous() and t.numel() > 0 for t in tensors)

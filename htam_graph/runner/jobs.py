@@ -31,6 +31,11 @@ class EvalConfig(BaseModel):
     rtol: float | None = None
     poison_blocks: int = Field(4, ge=1, description="poisoned blocks per expected output before each call")
     static_checks: bool = Field(True, description="False only to exercise the run-time checks alone")
+    sandbox: bool = Field(
+        True,
+        description="confine builds and candidate processes (runner/sandbox.py); False is --no-sandbox: "
+        "generated code then runs with the judge's privileges, and results say so",
+    )
     compile_reference: bool = Field(False, description="also time torch.compile of the reference")
     timeout_s: float = Field(120.0, gt=0, description="per candidate, native format")
     kernelbench_timeout_s: float = Field(900.0, gt=0, description="per candidate, load_inline format")

@@ -60,6 +60,7 @@ class BuildResult(BaseModel):
     cached: bool
     seconds: float
     cubin_path: str | None = None
+    cubin_sha256: str | None = Field(None, description="of the cubin's bytes; a cached cubin that differs is rebuilt")
     errors: str = Field("", description="condensed compiler errors, a few lines an LLM can act on")
     log: str = Field("", description="the full compiler output")
 
@@ -131,8 +132,14 @@ class EvalResult(BaseModel):
     speedup_eager: float | None = None
     speedup_compile: float | None = None
     roofline: Roofline | None = None
+    sandboxed: bool = Field(True, description="False: judged with --no-sandbox (generated code ran unconfined)")
     suspicious: bool = Field(False, description="speedup above 10x or faster than the roofline floor")
     suspicious_reason: str = ""
+    verified: bool = Field(
+        False,
+        description="a suspicious ok result held when judged again in a fresh (sandboxed) process on fresh "
+        "inputs; a suspicious result that is not verified earns nothing",
+    )
     build_seconds: float | None = None
     eval_seconds: float | None = None
     process_wait_seconds: float | None = Field(

@@ -33,8 +33,10 @@ class RefereeGone(Exception):
 class Referee:
     """The referee process of one GPU."""
 
-    def __init__(self, device_index: int, startup_timeout_s: float) -> None:
+    def __init__(self, device_index: int, startup_timeout_s: float, sandbox_readable: list[str] | None = None) -> None:
+        """`sandbox_readable`: folders a confined candidate may read; None runs candidates unconfined."""
         self.device_index, self.startup_timeout_s = device_index, startup_timeout_s
+        self.sandbox_readable = sandbox_readable
         self._ctx: Any = mp.get_context("spawn")
         self._info: RefereeInfo | None = None
         self.lock = GpuLock.of_device(device_index)
@@ -48,7 +50,7 @@ class Referee:
         parent, child = self._ctx.Pipe()
         self.proc = self._ctx.Process(
             target=referee_main,
-            args=(child, self.device_index),
+            args=(child, self.device_index, self.sandbox_readable),
             name=f"htam-referee-gpu{self.device_index}",
             daemon=True,
         )

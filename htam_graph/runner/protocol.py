@@ -55,6 +55,11 @@ class Load(BaseModel):
     build: BuildSettings
     seed: int = Field(description="torch.manual_seed before ModelNew(*init_args), as before Model(*init_args)")
     init_args: list[Any]
+    gate_cubin: bytes = Field(description="the timing gate's cubin, from the referee's memory (never the cache)")
+    nvcc_version: str = Field("", description="part of cubin cache keys; a sandboxed process cannot run nvcc to ask")
+    extensions_dir: str | None = Field(
+        None, description="load_inline: TORCH_EXTENSIONS_DIR (the sandbox's builder built it; read-only)"
+    )
 
 
 class Alloc(BaseModel):
@@ -107,7 +112,13 @@ class Finish(BaseModel):
     kind: Literal["finish"] = "finish"
 
 
-Command = Load | Alloc | Free | Call | Warmup | Trial | Finish
+class Built(BaseModel):
+    """The answer to NeedsBuild: the referee built it (or cached its failure)."""
+
+    kind: Literal["built"] = "built"
+
+
+Command = Load | Alloc | Free | Call | Warmup | Trial | Finish | Built
 
 
 # --- candidate -> referee (validated JSON) ---------------------------------------------------
@@ -161,6 +172,17 @@ class Loaded(BaseModel):
     health: Health
 
 
+MAX_BUILD_SOURCE = 256 * 1024
+
+
+class NeedsBuild(BaseModel):
+    """While loading, a sandboxed candidate's process (which cannot run nvcc) asks the
+    referee to build a CUDA source its CUDA_SRC literals did not hold; it waits for Built."""
+
+    kind: Literal["needs_build"] = "needs_build"
+    source: Annotated[str, StringConstraints(max_length=MAX_BUILD_SOURCE)]
+
+
 class Failed(BaseModel):
     kind: Literal["failed"] = "failed"
     verdict: Verdict
@@ -208,8 +230,9 @@ class Finished(BaseModel):
 
 
 Reply = Annotated[
-    Ready | Loaded | Failed | Allocated | Freed | Called | Warmed | TrialDone | Finished, Field(discriminator="kind")
+    Ready | Loaded | NeedsBuild | Failed | Allocated | Freed | Called | Warmed | TrialDone | Finished,
+    Field(discriminator="kind"),
 ]
-REPLY: TypeAdapter[Ready | Loaded | Failed | Allocated | Freed | Called | Warmed | TrialDone | Finished] = TypeAdapter(
-    Reply
-)
+REPLY: TypeAdapter[
+    Ready | Loaded | NeedsBuild | Failed | Allocated | Freed | Called | Warmed | TrialDone | Finished
+] = TypeAdapter(Reply)

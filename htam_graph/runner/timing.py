@@ -41,14 +41,13 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
 
-from htam_graph.runner.build import BuildSettings, build_cubin
+from htam_graph.runner.build import BuildSettings, judge_cubin
 from htam_graph.runner.models import Timing
-from htam_graph.runner.native import CudaBuildError, CudaModule
+from htam_graph.runner.native import CudaModule
 
 L2_FLUSH_BYTES = 256 * 1024 * 1024
 # At least this much warm-up work, so clocks and caches settle. The gate that spins on every
@@ -99,7 +98,15 @@ extern "C" __global__ void occupy(unsigned long long ns, unsigned int* started, 
     } while (now - start < ns);
 }
 """
-GATE_WAIT_S = 1.0  # longest the host waits for the gate to hold the GPU (something else held it)
+GATE_WAIT_S = 1.0
+
+
+def cubin(settings: BuildSettings) -> bytes:
+    """The gate's cubin, from the judge's memory (runner/build.py judge_cubin)."""
+    return judge_cubin(GATE_SRC, settings)
+
+
+# longest the host waits for the gate to hold the GPU (something else held it)
 
 
 class GateFlags:
@@ -127,11 +134,14 @@ class Gate:
 
     @classmethod
     def build(cls, settings: BuildSettings, flags: GateFlags | None = None) -> Gate:
-        result = build_cubin(GATE_SRC, settings)
-        if not result.ok or result.cubin_path is None:
-            raise CudaBuildError(result)
+        """The judge's gate, built by this process into a private folder (never the cache)."""
+        return cls.load(cubin(settings), flags)
+
+    @classmethod
+    def load(cls, cubin: bytes, flags: GateFlags | None = None) -> Gate:
+        """The gate from its cubin's bytes (a candidate's process gets them from the referee)."""
         device = torch.cuda.current_device()
-        module = CudaModule(GATE_SRC, Path(result.cubin_path).read_bytes(), device)
+        module = CudaModule(GATE_SRC, cubin, device)
         return cls(module, 2 * torch.cuda.get_device_properties(device).multi_processor_count, flags)
 
     def narrow(self, blocks: int) -> Gate:

@@ -10,8 +10,9 @@ from __future__ import annotations
 from multiprocessing.connection import Connection
 
 
-def referee_main(conn: Connection, device_index: int) -> None:
+def referee_main(conn: Connection, device_index: int, sandbox_readable: list[str] | None = None) -> None:
+    """`sandbox_readable`: the judge's folders a confined candidate reads; None: no sandbox."""
     # Imported here, in the child: in the parent it would cost every CLI command torch's import.
     from htam_graph.runner.referee.main import serve
 
-    serve(conn, device_index)
+    serve(conn, device_index, sandbox_readable)

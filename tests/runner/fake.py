@@ -82,7 +82,7 @@ class FakeLink:
     def outputs(self, outs: list[Any]) -> list[Output]:
         return [self.export(o) if type(o) is torch.Tensor else Foreign(type_name=type(o).__name__) for o in outs]
 
-    def request(self, command: Command, expect: type[R], deadline: float) -> R:
+    def request(self, command: Command, expect: type[R], deadline: float, build: Any = None) -> R:
         reply = self.answer(command)
         if not isinstance(reply, expect):
             raise AssertionError(f"{type(reply).__name__} for {command.kind}")

@@ -18,7 +18,7 @@ from htam_graph.runner.protocol import Ready
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork, prctl and /proc are Linux's")
 
 
-def _echo(conn: Connection, device_index: int, profile_dir: str | None = None) -> None:
+def _echo(conn: Connection, device_index: int, profile_dir: str | None = None, confined: bool = False) -> None:
     conn.send_bytes(Ready(pid=os.getpid(), start_seconds=0.01).model_dump_json().encode())
     while True:
         message = conn.recv()

@@ -41,6 +41,8 @@ def _as_expected(result: EvalResult, outcomes: list[str]) -> bool:
             return True
         if outcome == "incorrect" and result.verdict == Verdict.INCORRECT:
             return True
+        if outcome == "load_error" and result.verdict == Verdict.LOAD_ERROR:
+            return True
         if result.verdict == Verdict.REJECTED and outcome in kinds:
             return True
     return False

@@ -28,12 +28,15 @@ import torch
 from pydantic import BaseModel
 
 from htam_graph.runner import compare, ipc, protocol, timing
-from htam_graph.runner.build import condense_errors
+from htam_graph.runner.build import condense_errors, forbid_builds, remember_nvcc_version
+from htam_graph.runner.builder import use_prebuilt
 from htam_graph.runner.harness import probes
 from htam_graph.runner.native import JUDGE_BUILD, CudaBuildError, CudaDriverError
 from htam_graph.runner.protocol import (
+    MAX_BUILD_SOURCE,
     Alloc,
     Allocated,
+    Built,
     Call,
     Called,
     Command,
@@ -47,6 +50,7 @@ from htam_graph.runner.protocol import (
     Load,
     Loaded,
     NamedTensor,
+    NeedsBuild,
     Output,
     Ready,
     Trial,
@@ -85,10 +89,14 @@ def _is_cuda_error(exc: BaseException) -> bool:
     return isinstance(exc, CudaDriverError) or "CUDA error" in str(exc) or type(exc).__name__ == "AcceleratorError"
 
 
-def serve(conn: Connection, device_index: int, profile_dir: str | None = None) -> None:
+def serve(conn: Connection, device_index: int, profile_dir: str | None = None, confined: bool = False) -> None:
     """Entry point of a fresh candidate process: bring CUDA up, say so, then obey. With
     `profile_dir` (bench_runner.py --profile), under cProfile from the start (so the
-    integrity baseline includes the profiler), its stats written there on Finish."""
+    integrity baseline includes the profiler), its stats written there on Finish.
+    `confined`: the fork server sandboxed this process, which can start no compiler: CUDA
+    sources load from the cache (built before), load_inline from the builder's folder."""
+    if confined:
+        use_prebuilt()
     profiler = cProfile.Profile() if profile_dir else None
     if profiler is not None:
         profiler.enable()
@@ -100,6 +108,8 @@ def serve(conn: Connection, device_index: int, profile_dir: str | None = None) -
     torch.backends.cudnn.allow_tf32 = False
     torch.set_grad_enabled(False)  # a judge never needs gradients; this thread is the only one
     harness = Harness(conn, device, timing.L2Flusher())
+    if confined:
+        forbid_builds("the referee could not build this CUDA source for the sandbox", harness.ask_build)
     _send(conn, Ready(pid=os.getpid(), start_seconds=time.perf_counter() - started))
     harness.serve(lambda: _dump(profiler, profile_dir))
 
@@ -185,14 +195,26 @@ class Harness:
         return Health(tampered=self.integrity.check()[:64], concurrency=self.integrity.concurrency())
 
     # -- loading -------------------------------------------------------------------------
+    def ask_build(self, source: str) -> None:
+        """In the sandbox, during any command: have the referee build `source` into the cache."""
+        if len(source) > MAX_BUILD_SOURCE:
+            return  # too long to send; the build fails with forbid_builds' reason
+        _send(self.conn, NeedsBuild(source=source))
+        answer = self.conn.recv()
+        if not isinstance(answer, Built):
+            raise RuntimeError(f"the referee answered a build request with {type(answer).__name__}")
+
     def load(self, command: Load) -> Loaded:
         JUDGE_BUILD.set(command.build)
-        self.gate = timing.Gate.build(command.build, self.gate_flags)  # before the candidate's code: its own cubin
+        if command.nvcc_version:
+            remember_nvcc_version(command.build.nvcc, command.nvcc_version)
+        self.gate = timing.Gate.load(command.gate_cubin, self.gate_flags)  # before the candidate's code
         self.filename = command.filename
         digest = hashlib.sha256(command.source.encode()).hexdigest()[:16]
         if command.fmt == "kernelbench":
             # One build folder per candidate: KernelBench solutions reuse extension names.
-            os.environ["TORCH_EXTENSIONS_DIR"] = str(command.build.cache_dir / "torch_ext" / digest)
+            folder = command.extensions_dir or str(command.build.cache_dir / "torch_ext" / digest)
+            os.environ["TORCH_EXTENSIONS_DIR"] = folder
         module = self._exec(command, f"htam_candidate_{digest}")
         if not isinstance(getattr(module, "ModelNew", None), type):
             raise _Fail(Verdict.LOAD_ERROR, "the candidate defines no class ModelNew(nn.Module)")

@@ -25,8 +25,9 @@ import random
 import statistics
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar
 
 import torch
@@ -34,7 +35,9 @@ from torch.utils._pytree import tree_map
 
 from htam_graph.errors import UserError
 from htam_graph.runner import compare, timing
-from htam_graph.runner.build import nvcc_version
+from htam_graph.runner.build import BuildSettings, build_cubin, condense_errors, gpu_arch, nvcc_version
+from htam_graph.runner.builder import InlineBuilder, inline_root
+from htam_graph.runner.formats import static_cuda_sources
 from htam_graph.runner.ipc import ProtocolViolation, dtype_name
 from htam_graph.runner.jobs import Job
 from htam_graph.runner.models import CheatFinding, CheatKind, EvalResult, ProbeRecord, Timing
@@ -117,7 +120,9 @@ class CandidateLink(Protocol):
 
     pid: int
 
-    def request(self, command: Command, expect: type[R], deadline: float) -> R: ...
+    def request(
+        self, command: Command, expect: type[R], deadline: float, build: Callable[[str], None] | None = None
+    ) -> R: ...
 
     def tensor(self, remote: RemoteTensor) -> torch.Tensor: ...
 
@@ -233,6 +238,7 @@ class Judge:
         self.peaks, self.flush_ms = peaks, flush_ms
         self.device_name, self.versions = device_name, versions or {}
         self._gate: timing.Gate | None = None
+        self._inline: dict[Path, InlineBuilder] = {}  # load_inline builds in the sandbox, per cache folder
 
     def gate(self, job: Job) -> timing.Gate | None:
         """The timing gate kernel, built with the first job's settings (none on a CPU)."""
@@ -240,6 +246,11 @@ class Judge:
             self._gate = timing.Gate.build(job.build)
             compare.enable_kernels(job.build)  # built with the same settings, once
         return self._gate
+
+    def inline_builder(self, build: BuildSettings) -> InlineBuilder:
+        if build.cache_dir not in self._inline:
+            self._inline[build.cache_dir] = InlineBuilder(inline_root(build.cache_dir))
+        return self._inline[build.cache_dir]
 
     def judge(self, job: Job) -> tuple[EvalResult, bool]:
         """The result, and whether the judge itself failed (the referee then restarts)."""
@@ -252,6 +263,7 @@ class Judge:
             verdict=Verdict.RUNTIME_ERROR,
             device=self.device_name or None,
             versions={**self.versions, "nvcc": _nvcc(job)},
+            sandboxed=job.build.sandbox,
         )
         judge_failed = False
         case = _Case(self, job, result)
@@ -369,7 +381,14 @@ class _Case:
         if self.link is None:
             raise RuntimeError("no candidate process")
         with self.timer(f"candidate:{command.kind}"):  # round trips, the candidate's share of the time
+            if self.job.build.sandbox:  # load_cuda runs while loading, or lazily in a first forward
+                return self.link.request(command, expect, self.deadline, self._build_for_candidate)
             return self.link.request(command, expect, self.deadline)
+
+    def _build_for_candidate(self, source: str) -> None:
+        """A CUDA source the sandboxed candidate composed at run time: built (confined) into
+        the cache it reads; a failure is cached as well, and its load reports it."""
+        build_cubin(source, self.job.build)
 
     def release(self, *outcomes: _Outcome) -> None:
         """Unmap outputs the referee no longer reads (the candidate's process may free them)."""
@@ -392,9 +411,31 @@ class _Case:
         return self.ended or "not started"
 
     # -- loading ----------------------------------------------------------------------------
-    def load(self, reference: Reference) -> None:
-        self.stage = "loading the candidate"
+    def prepare_build(self) -> str | None:
+        """What the sandboxed candidate's process cannot build itself: its CUDA_SRC literals
+        (usually cached already: the Evaluator builds them ahead), or its load_inline
+        extensions, built by the confined builder. Returns the extensions folder."""
         job = self.job
+        if not job.build.sandbox:
+            return None
+        self.stage = "building the candidate"
+        if job.fmt == "native":
+            for text in static_cuda_sources(job.candidate_source):
+                build_cubin(text, job.build)  # a failure is cached: the candidate's load reports it
+            return None
+        arch = job.build.arch or gpu_arch()
+        built = self.judge.inline_builder(job.build).build(
+            job.candidate_source, arch, max(self.deadline - time.monotonic(), 1.0)
+        )
+        if built.errors:
+            raise Stop(Verdict.COMPILE_ERROR, condense_errors(built.errors))
+        return str(built.extensions_dir)
+
+    def load(self, reference: Reference) -> None:
+        job = self.job
+        with self.timer("build"):
+            extensions_dir = self.prepare_build()
+        self.stage = "loading the candidate"
         loaded = self.request(
             Load(
                 source=job.candidate_source,
@@ -403,6 +444,9 @@ class _Case:
                 build=job.build,
                 seed=reference.seed,
                 init_args=host_copies(reference.init_args),
+                gate_cubin=timing.cubin(job.build) if self.device.type == "cuda" else b"",
+                nvcc_version=_nvcc(job),
+                extensions_dir=extensions_dir,
             ),
             Loaded,
         )
@@ -606,11 +650,17 @@ class _Case:
             previous = now
 
     def _rewrite(self, reference: Reference, current: _CandidateSet) -> None:
+        """Every element of every input tensor drawn afresh (the task's get_inputs() under a
+        new secret seed), in the candidate's buffers, which keep their addresses: nothing
+        it saw before predicts any of it. The new values become the referee's copy."""
         fresh = sets.task_inputs(reference.module, sets.secret_seed(), self.device)
-        for (master, theirs), new in zip(
-            current.pairs(), [x for x in fresh if isinstance(x, torch.Tensor)], strict=False
-        ):
-            master.copy_(new)
+        for i, (old, theirs) in enumerate(zip(current.master, current.buffers, strict=True)):
+            new = fresh[i] if i < len(fresh) else None
+            if theirs is None or not isinstance(old, torch.Tensor) or not isinstance(new, torch.Tensor):
+                continue
+            if new.shape != old.shape or new.dtype != old.dtype:
+                raise TaskError(f"get_inputs() drew input {i} with another shape or dtype under another seed")
+            current.master[i] = new
             theirs.copy_(new)
         sync(self.device)
 
@@ -775,8 +825,7 @@ class _Case:
         trials, walls = [], []
         for i in range(cfg.trials):
             current = timing_sets[i % n]
-            sets.perturb(current.pairs(), self.generator)
-            sync(self.device)
+            self._rewrite(reference, current)  # fresh in full before every trial, outside the timed region
             if i in recorded:
                 expected = reference.forward(current.master)
                 outcome = self.checked_call(current, expected, None, f"timed-phase call {i}", record=True)
@@ -786,6 +835,7 @@ class _Case:
                         CheatKind.BEHAVIOUR_CHANGE,
                         f"an untimed call among the timed runs returned a wrong result: {outcome.failures[0]}",
                     )
+                self._rewrite(reference, current)  # the trial must not see what the untimed call saw
             began = time.perf_counter()
             done = self.request(Trial(index=i, key=current.key, gate_ms=gate), TrialDone)
             walls.append((time.perf_counter() - began) * 1e3)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import TypeVar
 
 import torch
@@ -12,7 +13,15 @@ from pydantic import ValidationError
 
 from htam_graph.runner.forkserver import CandidateProcess, ForkServer
 from htam_graph.runner.ipc import ProtocolViolation, RemoteMemory
-from htam_graph.runner.protocol import MAX_REPLY_BYTES, REPLY, Command, Failed, RemoteTensor
+from htam_graph.runner.protocol import (
+    MAX_REPLY_BYTES,
+    REPLY,
+    Built,
+    Command,
+    Failed,
+    NeedsBuild,
+    RemoteTensor,
+)
 from htam_graph.runner.referee.judge import CandidateDied, CandidateLink, Stop, Taken
 from htam_graph.vocab import Verdict
 
@@ -20,6 +29,7 @@ logger = logging.getLogger(__name__)
 
 R = TypeVar("R")
 
+MAX_BUILDS = 16  # sources one candidate may have the referee build while it loads
 # The verdicts a candidate's process may report for itself; anything else is a lie.
 _OWN_FAILURES = {Verdict.COMPILE_ERROR, Verdict.LOAD_ERROR, Verdict.RUNTIME_ERROR}
 
@@ -32,10 +42,33 @@ class ProcessLink:
         self.conn = process.conn
         self.memory = RemoteMemory(device)
 
-    def request(self, command: Command, expect: type[R], deadline: float) -> R:
-        remaining = deadline - time.monotonic()
+    def request(
+        self, command: Command, expect: type[R], deadline: float, build: Callable[[str], None] | None = None
+    ) -> R:
+        """Send `command`, return its reply. With `build` (a sandboxed candidate's process
+        runs no nvcc), a NeedsBuild reply is answered by building its source and sending
+        Built, MAX_BUILDS times at most per command."""
+        self._send(command)
+        builds = MAX_BUILDS
+        while True:
+            reply = self._reply(command, expect, deadline)
+            if not isinstance(reply, NeedsBuild):
+                return reply
+            if build is None or builds == 0:
+                raise ProtocolViolation(f"a build request in reply to '{command.kind}'")
+            builds -= 1
+            build(reply.source)
+            self._send(Built())
+
+    def _send(self, command: Command) -> None:
         try:
             self.conn.send(command)
+        except OSError as exc:
+            raise CandidateDied(str(exc)) from exc
+
+    def _reply(self, command: Command, expect: type[R], deadline: float) -> R | NeedsBuild:
+        remaining = deadline - time.monotonic()
+        try:
             answered = remaining > 0 and self.conn.poll(remaining)
         except OSError as exc:
             raise CandidateDied(str(exc)) from exc
@@ -55,7 +88,7 @@ class ProcessLink:
             if reply.verdict not in _OWN_FAILURES:
                 raise ProtocolViolation(f"a reply claiming the verdict {reply.verdict.value}")
             raise Stop(reply.verdict, reply.errors)
-        if not isinstance(reply, expect):
+        if not isinstance(reply, expect | NeedsBuild):
             raise ProtocolViolation(f"a '{reply.kind}' reply to '{command.kind}'")
         return reply
 

@@ -12,6 +12,7 @@ import logging
 import os
 import sys
 from multiprocessing.connection import Connection
+from pathlib import Path
 
 import torch
 from cuda.bindings import driver
@@ -19,7 +20,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from htam_graph.runner import proc
 from htam_graph.runner.build import gpu_arch
-from htam_graph.runner.forkserver import ForkServer
+from htam_graph.runner.forkserver import Confinement, ForkServer
 from htam_graph.runner.harness.probes import OpRecorder
 from htam_graph.runner.jobs import Job, JobReply, RefereeInfo
 from htam_graph.runner.native import check_driver
@@ -72,13 +73,17 @@ def import_dispatch_modes() -> None:
         torch.ones(2, 2) @ torch.ones(2, 2)
 
 
-def serve(conn: Connection, device_index: int) -> None:
-    """Entry point of the spawned referee: say hello, then judge jobs until told to stop."""
+def serve(conn: Connection, device_index: int, sandbox_readable: list[str] | None = None) -> None:
+    """Entry point of the spawned referee: say hello, then judge jobs until told to stop.
+    With `sandbox_readable` (the judge's folders candidates read), candidate processes are
+    confined (runner/sandbox.py); None runs them unconfined (--no-sandbox)."""
     os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")  # no compile subprocesses
     profile_dir = os.environ.get(PROFILE_ENV)  # read before the scrub drops it
     scrub_environment()
     import_dispatch_modes()
-    server = ForkServer.start(device_index, profile_dir)  # before CUDA: a process that initialised CUDA cannot fork
+    confinement = None if sandbox_readable is None else Confinement(tuple(Path(p) for p in sandbox_readable))
+    # Before CUDA: a process that initialised CUDA cannot fork.
+    server = ForkServer.start(device_index, profile_dir, confinement)
     # Profiling starts after the fork, so candidate processes never inherit the profiler.
     profiler = cProfile.Profile() if profile_dir else None
     if profiler is not None:

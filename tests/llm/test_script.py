@@ -133,7 +133,8 @@ def test_the_catalog_backend_is_the_strategy_catalog() -> None:
     client = make_client(LLMSettings(backend="catalog"))
     assert (client.name, client.model) == ("catalog", "catalog-v1")
     client.check()
-    with pytest.raises(UserError, match=r"^the strategy catalog is catalog-v1 or catalog-space-v1; --model gpt-x is not one"):
+    expected = r"^the strategy catalog is catalog-v1 or catalog-space-v1; --model gpt-x is not one"
+    with pytest.raises(UserError, match=expected):
         make_client(LLMSettings(backend="catalog", model="gpt-x")).check()
 
 

@@ -367,7 +367,9 @@ def kernelbench_report(
     "measured passes run unprofiled",
 )
 @click.option(
-    "--no-sandbox", is_flag=True, help="candidates and builds unconfined (the sandbox's cost: compare with and without)"
+    "--sandbox/--no-sandbox",
+    default=False,
+    help="candidates and builds confined (the sandbox's cost: compare with and without)",
 )
 @click.option("--out", type=click.Path(path_type=Path), default=REPO / "bench" / "results", show_default=True)
 def main(
@@ -379,18 +381,18 @@ def main(
     candidates: Path | None,
     resume: Path | None,
     profile: bool,
-    no_sandbox: bool,
+    sandbox: bool,
     out: Path,
 ) -> None:
     console = Console()
     cache = Path(tempfile.mkdtemp(prefix="htam-bench-cache-"))
     # every build starts cold; builds confined as the Evaluator's are, unless --no-sandbox
-    settings = BuildSettings.resolve().model_copy(update={"cache_dir": cache, "sandbox": not no_sandbox})
-    config = EvalConfig(trials=trials, compile_reference=compile_reference, sandbox=not no_sandbox)
+    settings = BuildSettings.resolve().model_copy(update={"cache_dir": cache, "sandbox": sandbox})
+    config = EvalConfig(trials=trials, compile_reference=compile_reference, sandbox=sandbox)
     report: dict[str, Any] = {
         "date": dt.date.today().isoformat(),
         "command": " ".join(["python3", *sys.argv]),
-        "sandbox": not no_sandbox,
+        "sandbox": sandbox,
     }
     out.mkdir(parents=True, exist_ok=True)
 

@@ -10,6 +10,7 @@ checks the values. One line per variant. Exit code 1 if the full policy fails.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -34,6 +35,15 @@ def _variant(name: str) -> None:
     elif name == "without Landlock":
         sandbox._landlock_ruleset = lambda policy, abi: -1
         sandbox._landlock_restrict = lambda ruleset: None
+    elif name == "without rlimits":
+        sandbox._limits = lambda policy: None
+    elif name == "without the user drop":
+        sandbox._drop_user = lambda policy: "unchanged user"
+    elif name == "without the environment scrub":
+        real = sandbox.candidate_policy
+        sandbox.candidate_policy = lambda *a: dataclasses.replace(real(*a), environment=dict(os.environ))
+    elif name == "without any wall":
+        sandbox.confine = lambda policy: "no walls"
 
 
 def child(name: str, write: int, read: int) -> None:
@@ -90,7 +100,10 @@ def main(argv: list[str]) -> int:
     script = [sys.executable, __file__, "--variant"]
     full = subprocess.run([*script, "full policy"], check=False).returncode == 0
     if not full:  # which wall breaks it
-        for name in ("without socket rules", "without seccomp", "without Landlock"):
+        for name in (
+            "without any wall", "without rlimits", "without the user drop", "without the environment scrub",
+            "without socket rules", "without seccomp", "without Landlock",
+        ):  # fmt: skip
             subprocess.run([*script, name], check=False)
     return 0 if full else 1
 

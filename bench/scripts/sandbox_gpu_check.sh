@@ -47,7 +47,7 @@ fi
 if [[ " $STAGES " == *" bench "* ]]; then
   for mode in sandboxed unconfined; do
     flag=""
-    [[ $mode == unconfined ]] && flag="--no-sandbox"
+    [[ $mode == sandboxed ]] && flag="--sandbox"
     timeout "${BENCH_S:-135}" python3 bench/bench_runner.py --passes 2 $flag --out "$OUT/$mode" \
       >"$OUT/bench-$mode.log" 2>&1
     echo "bench $mode: exit $?" | tee -a "$OUT/env.txt"

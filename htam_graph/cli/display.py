@@ -39,7 +39,7 @@ def print_result(result: EvalResult, console: Console | None = None) -> None:
     colour = "green" if good else "red"
     console.print(f"[bold {colour}]{result.verdict.value}[/] {result.task_id} ({result.candidate_format} format)")
     if not result.sandboxed:
-        console.print("[bold yellow]--no-sandbox: the candidate ran unconfined, with your privileges[/]")
+        console.print("[bold yellow]unconfined (no --sandbox): the candidate ran with your privileges[/]")
     if result.errors and not result.cheats:  # a rejection's errors repeat its cheats
         console.print(result.errors, markup=False, highlight=False)
     if result.verdict == Verdict.CHECKED:

@@ -50,7 +50,7 @@ class Evaluator:
         if self.config.sandbox:
             sandbox.require()  # no generated code runs unconfined unless the user said so
         else:
-            logger.warning("--no-sandbox: generated code runs with this user's privileges")
+            logger.warning("unconfined (no --sandbox): generated code runs with this user's privileges")
         visible = visible_gpu_count()  # fails early and clearly on a machine without a GPU
         self.worker_count = workers or visible
         self.build = (build or BuildSettings.resolve()).model_copy(update={"sandbox": self.config.sandbox})

@@ -32,9 +32,10 @@ class EvalConfig(BaseModel):
     poison_blocks: int = Field(4, ge=1, description="poisoned blocks per expected output before each call")
     static_checks: bool = Field(True, description="False only to exercise the run-time checks alone")
     sandbox: bool = Field(
-        True,
-        description="confine builds and candidate processes (runner/sandbox.py); False is --no-sandbox: "
-        "generated code then runs with the judge's privileges, and results say so",
+        False,
+        description="confine builds and candidate processes (runner/sandbox.py; --sandbox). Off by default until "
+        "it runs CUDA: on the H200 a confined process's CUDA init fails (error 304, docs/threat-model.md); "
+        "unconfined, generated code runs with the judge's privileges, and results say so",
     )
     compile_reference: bool = Field(False, description="also time torch.compile of the reference")
     timeout_s: float = Field(120.0, gt=0, description="per candidate, native format")

@@ -40,7 +40,7 @@ def _clean() -> None:
 
 
 def test_an_honest_candidate_passes_in_the_sandbox(relu):
-    with Evaluator(EvalConfig(trials=20), workers=1) as ev:
+    with Evaluator(EvalConfig(trials=20, sandbox=True), workers=1) as ev:
         result = ev.evaluate(relu, HONEST)
     assert result.verdict == Verdict.OK, result.errors
     assert result.sandboxed
@@ -51,7 +51,7 @@ def test_host_attacks_fail_at_the_os(relu, candidate):
     """Static checks off: the attacks run; each fails, so the honest kernel after them is
     judged and passes, and the next candidate is judged as before."""
     _clean()
-    config = EvalConfig(trials=20, static_checks=False)
+    config = EvalConfig(trials=20, static_checks=False, sandbox=True)
     with Evaluator(config, workers=1) as ev:
         result = ev.evaluate(relu, REDTEAM / "host" / candidate)
         after = ev.evaluate(relu, HONEST)  # the judge survived, unharmed

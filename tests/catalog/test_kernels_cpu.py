@@ -24,6 +24,9 @@ from tests.catalog.cpu_cuda import _shim, compare, compile_cpu
 from tests.catalog.variants import everything, own, recognized, render, shrink, suite
 
 IN_CI = bool(os.environ.get("CI"))
+# Under pytest-xdist both tests run in one worker: they share the module's workdir (the
+# shim's precompiled header and the libraries built from it) instead of building it twice.
+pytestmark = pytest.mark.xdist_group("cpu-cuda")
 
 
 FUSED = {"fuse_prologue": True, "fuse_epilogue": True, "fuse_stats": True}

@@ -2,9 +2,11 @@
 
 Integration tests use a real Neo4j, and only one this test session owns: by default the
 session starts its own server (the launcher, Neo4j 5.26) with a temporary home, free
-ports and a random password, and stops it at the end. HTAM_TEST_NEO4J_URI (with
-HTAM_TEST_NEO4J_PASSWORD, and HTAM_TEST_NEO4J_HTTP_PORT for the Browser test) names a test
-server to use instead; one holding data the tests did not create is refused. A user's
+ports and a random password, and stops it at the end; under pytest-xdist (`-n 2`, as
+CI runs) each worker is such a session, with ports from a range of its own.
+HTAM_TEST_NEO4J_URI (with HTAM_TEST_NEO4J_PASSWORD, and HTAM_TEST_NEO4J_HTTP_PORT for the
+Browser test) names a test server to use instead; one holding data the tests did not
+create is refused, and under xdist its tests all run in one worker. A user's
 server (`htam db start`, bolt 7687) is never touched. Under CI, a Neo4j that cannot start,
 or a missing nvcc, fails the tests instead of skipping them.
 """
@@ -41,14 +43,28 @@ os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="htam-test-config-")
 
 
 _GIVEN_PORTS: set[int] = set()
-_PORTS = range(20000, 32000)  # below Linux's ephemeral range (32768-60999)
+_ALL_PORTS = range(20000, 32000)  # below Linux's ephemeral range (32768-60999)
+
+
+def _worker_ports() -> range:
+    """This process's share of _ALL_PORTS: under pytest-xdist (`-n N`) each worker draws from
+    a slice of its own, so two workers never hand out the same port at the same time."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")  # gw0, gw1, ...; unset without xdist
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
+    index = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
+    size = len(_ALL_PORTS) // max(count, 1)
+    return range(_ALL_PORTS.start + index * size, _ALL_PORTS.start + (index + 1) * size)
+
+
+_PORTS = _worker_ports()
 
 
 def free_port() -> int:
     """A free port for a server a test starts, below the kernel's ephemeral range and never
-    handed out twice in the session. A port from bind(0) is ephemeral: between this probe and
-    the server's own bind, any outgoing connection (a driver, the JVM) could take it (CI saw
-    "127.0.0.1:49101 is already in use" from a Neo4j a test started)."""
+    handed out twice in the session (nor by another xdist worker: see _worker_ports). A port
+    from bind(0) is ephemeral: between this probe and the server's own bind, any outgoing
+    connection (a driver, the JVM) could take it (CI saw "127.0.0.1:49101 is already in use"
+    from a Neo4j a test started)."""
     for _ in range(1000):
         port = random.choice(_PORTS)
         if port in _GIVEN_PORTS:
@@ -173,6 +189,23 @@ def _nvcc_missing() -> str | None:
     except UserError as e:
         return str(e)
     return None
+
+
+# A test server named by the environment (not one each session starts for itself).
+_NAMED_SERVER = bool(os.environ.get(URI_VAR))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (`-n N --dist loadgroup`) each worker starts a Neo4j of its own, and
+    the tests on the memory filled by real runs (tests/analytics/conftest.py) go to one
+    worker, which fills it once. A server named by HTAM_TEST_NEO4J_URI is one for all
+    workers, and each test empties it: then every test of Neo4j goes to one worker."""
+    for item in items:
+        fixtures = getattr(item, "fixturenames", ())
+        if _NAMED_SERVER and (item.get_closest_marker("neo4j") or "_neo4j_session_store" in fixtures):
+            item.add_marker(pytest.mark.xdist_group("neo4j"))
+        elif "filled_neo4j" in fixtures:
+            item.add_marker(pytest.mark.xdist_group("filled-memory"))
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -29,16 +29,23 @@ _EXTERN_SHARED = re.compile(r"extern\s+__shared__\s+(\w+)\s+(\w+)\s*\[\s*\]\s*;"
 _PTX_HELPER = re.compile(r"^__device__ __forceinline__ void htam_mma_tf32\(.*?^}\n", re.MULTILINE | re.DOTALL)
 
 
-def _cpu_source(source: str) -> str:
+def _cpu_body(source: str) -> str:
     body = re.sub(r"^\s*#\s*include\s*<cuda\w*\.h>\s*$", "", source, flags=re.MULTILINE)
     body = _PTX_HELPER.sub("", body)
-    body = _EXTERN_SHARED.sub(r"\1* \2 = reinterpret_cast<\1*>(htam_dynamic_smem);", body)
-    wrappers = [
-        f'extern "C" void htam_launch_{name}(const unsigned* d, size_t smem, void** args) '
-        f"{{ htam_run({name}, d, smem, args); }}"
+    return _EXTERN_SHARED.sub(r"\1* \2 = reinterpret_cast<\1*>(htam_dynamic_smem);", body)
+
+
+def _wrappers(source: str, prefix: str = "", scope: str = "") -> str:
+    """An extern "C" entry point per kernel: htam_launch_<prefix><kernel>."""
+    return "\n".join(
+        f'extern "C" void htam_launch_{prefix}{name}(const unsigned* d, size_t smem, void** args) '
+        f"{{ htam_run({scope}{name}, d, smem, args); }}"
         for name in parse_kernels(source)
-    ]
-    return body + "\n" + "\n".join(wrappers) + "\n"
+    )
+
+
+def _cpu_source(source: str) -> str:
+    return _cpu_body(source) + "\n" + _wrappers(source) + "\n"
 
 
 # UBSan alignment checks: a misaligned 16-byte access, which faults on a GPU, aborts here too.
@@ -59,15 +66,19 @@ def _shim(workdir: Path) -> Path:
     return header
 
 
-def compile_cpu(source: str, workdir: Path) -> Path:
-    digest = hashlib.sha256((source + " ".join(FLAGS) + SHIM.read_text()).encode()).hexdigest()[:20]
-    lib = workdir / f"k{digest}.so"
-    if lib.exists():
-        return lib
+EXTERN_C = 'extern "C" '
+_DEFINE = re.compile(r"^\s*#\s*define\s+(\w+)(.*)$", re.MULTILINE)
+
+
+def _digest(source: str) -> str:
+    return hashlib.sha256((source + " ".join(FLAGS) + SHIM.read_text()).encode()).hexdigest()[:20]
+
+
+def _gxx(cpp: str, lib: Path, workdir: Path) -> None:
     header = _shim(workdir)
-    src = workdir / f"k{digest}.{os.getpid()}.cpp"
-    src.write_text(_cpu_source(source))
-    tmp = workdir / f"k{digest}.{os.getpid()}.so"
+    src = lib.with_name(f"{lib.stem}.{os.getpid()}.cpp")
+    src.write_text(cpp)
+    tmp = lib.with_name(f"{lib.stem}.{os.getpid()}.so")
     done = subprocess.run(
         ["g++", *FLAGS, "-shared", "-include", str(header), str(src), "-o", str(tmp)], capture_output=True, text=True
     )
@@ -75,14 +86,56 @@ def compile_cpu(source: str, workdir: Path) -> Path:
     if done.returncode != 0:
         raise RuntimeError(f"g++ failed for the CPU build:\n{done.stderr[-4000:]}")
     os.replace(tmp, lib)  # concurrent builders never load a half-written library
+
+
+def compile_cpu(source: str, workdir: Path) -> Path:
+    lib = workdir / f"k{_digest(source)}.so"
+    if not lib.exists():
+        _gxx(_cpu_source(source), lib, workdir)
     return lib
+
+
+def compile_cpu_batch(sources: list[str], workdir: Path) -> None:
+    """Build several candidates in one g++ run, each in a namespace of its own (extern "C"
+    dropped there, so equal kernel names do not clash; its entry points carry the namespace
+    in their names): the shim's launch machinery is compiled once per kernel signature
+    instead of once per candidate (a task's variants mostly share their signatures).
+    CpuModule then finds each candidate's kernels in the batch's library."""
+    sources = [s for s in dict.fromkeys(sources) if not _batched(s, workdir)]
+    if not sources:
+        return
+    macros: dict[str, str] = {}  # a macro is not scoped by a namespace: one body per name in a batch
+    for source in sources:
+        for name, body in _DEFINE.findall(source):
+            if macros.setdefault(name, body.strip()) != body.strip():
+                for each in sources:  # one macro, two meanings: each candidate in a library of its own
+                    compile_cpu(each, workdir)
+                return
+    parts = []
+    for source in sources:
+        ns = f"v{_digest(source)}"
+        parts.append(f"namespace {ns} {{\n{_cpu_body(source).replace(EXTERN_C, '')}\n}}")
+        parts.append(_wrappers(source, prefix=f"{ns}_", scope=f"{ns}::"))
+    lib = workdir / f"b{_digest(''.join(sources))}.so"
+    _gxx("\n".join(parts) + "\n", lib, workdir)
+    for source in sources:
+        (workdir / f"k{_digest(source)}.batch").write_text(lib.name)
+
+
+def _batched(source: str, workdir: Path) -> tuple[Path, str] | None:
+    """The library of a batch holding `source`, and its entry points' prefix."""
+    index = workdir / f"k{_digest(source)}.batch"
+    if not index.exists():
+        return None
+    return workdir / index.read_text(), f"v{_digest(source)}_"
 
 
 class CpuModule:
     """What load_cuda returns, with launch() running the kernel on the CPU."""
 
     def __init__(self, source: str, workdir: Path) -> None:
-        self.lib = ctypes.CDLL(str(compile_cpu(source, workdir)))
+        lib, self.prefix = _batched(source, workdir) or (compile_cpu(source, workdir), "")
+        self.lib = ctypes.CDLL(str(lib))
         self.sigs = {name: parse_signature(name, raw) for name, raw in parse_kernels(source).items()}
 
     def launch(self, name: str, grid: Any, block: Any, args: Any, shared_mem: int = 0) -> None:
@@ -97,7 +150,7 @@ class CpuModule:
                 values.append(CTYPES[(param.kind, param.size)](value))
         argv = (ctypes.c_void_p * len(values))(*[ctypes.cast(ctypes.pointer(v), ctypes.c_void_p) for v in values])
         dims = (ctypes.c_uint * 6)(*_dims(grid), *_dims(block))
-        getattr(self.lib, f"htam_launch_{name}")(dims, ctypes.c_size_t(shared_mem), argv)
+        getattr(self.lib, f"htam_launch_{self.prefix}{name}")(dims, ctypes.c_size_t(shared_mem), argv)
 
 
 def _dims(d: Any) -> tuple[int, int, int]:

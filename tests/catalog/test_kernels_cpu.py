@@ -20,10 +20,13 @@ from htam_graph.catalog.families import load_source
 from htam_graph.catalog.knobs import Knobs
 from htam_graph.catalog.strategies import first_kernel
 from htam_graph.runner.formats import static_cuda_sources
-from tests.catalog.cpu_cuda import _shim, compare, compile_cpu
+from tests.catalog.cpu_cuda import _shim, compare, compile_cpu_batch
 from tests.catalog.variants import everything, own, recognized, render, shrink, suite
 
 IN_CI = bool(os.environ.get("CI"))
+# Under pytest-xdist both tests run in one worker: they share the module's workdir (the
+# shim's precompiled header and the libraries built from it) instead of building it twice.
+pytestmark = pytest.mark.xdist_group("cpu-cuda")
 
 
 FUSED = {"fuse_prologue": True, "fuse_epilogue": True, "fuse_stats": True}
@@ -106,9 +109,11 @@ def test_every_task_matches_its_reference_in_base_and_tuned_kernels(workdir: Pat
     _shim(workdir)
     # Sources are read here, not in the threads: CPython 3.11's ast.parse is not thread-safe
     # (CI: "SystemError: AST constructor recursion depth mismatch").
-    sources = [static_cuda_sources(c[2])[0] for c in cases]
+    batches: dict[str, list[str]] = {}  # a task's variants are built together, in one g++ run
+    for name, _, candidate in cases:
+        batches.setdefault(name.split(" ")[0], []).append(static_cuda_sources(candidate)[0])
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:  # g++ builds in parallel
-        list(pool.map(lambda src: compile_cpu(src, workdir), sources))
+        list(pool.map(lambda sources: compile_cpu_batch(sources, workdir), batches.values()))
     failures = []
     for name, source, candidate in cases:
         error, where = compare(load_source(source), candidate, workdir)

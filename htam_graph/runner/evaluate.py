@@ -48,10 +48,10 @@ class Evaluator:
         resolved from the settings (flags, HTAM_* environment, the settings file) when not given."""
         self.config = config or EvalConfig()
         if self.config.sandbox:
-            sandbox.require()  # no generated code runs unconfined unless the user said so
-        else:
-            logger.warning("unconfined (no --sandbox): generated code runs with this user's privileges")
+            sandbox.require()  # asked for, so no generated code runs unconfined
         visible = visible_gpu_count()  # fails early and clearly on a machine without a GPU
+        if not self.config.sandbox:
+            logger.warning("unconfined (no --sandbox): generated code runs with this user's privileges")
         self.worker_count = workers or visible
         self.build = (build or BuildSettings.resolve()).model_copy(update={"sandbox": self.config.sandbox})
         self._referees: list[Referee] = []

@@ -17,7 +17,7 @@ from htam_graph.bench.plan import BenchConfig, Layout, MemorySource, TaskEntry, 
 from htam_graph.bench.run import run_bench
 from htam_graph.bench.suite import resolve_suite
 from htam_graph.bench.worker import BenchJob, memory_digest, read_snapshot
-from htam_graph.cli.common import llm_options, print_json, print_table, settings
+from htam_graph.cli.common import llm_options, numbers, print_json, print_table, settings
 from htam_graph.cli.optimize import MEMORY_METHODS, settings_with
 from htam_graph.errors import UserError
 from htam_graph.loop.clients import make_client
@@ -150,7 +150,7 @@ def bench(
     if (kind == "replay") != (replay_path is not None):
         raise UserError("--evaluator replay takes its results from --replay FILE, and --replay needs it")
     slots = _slots(kind, gpus, workers)
-    tasks = resolve_suite(list(suite), _numbers("--level", levels), pattern)
+    tasks = resolve_suite(list(suite), numbers("--level", levels), pattern)
     with make_client(cfg.llm, script_path) as client:
         client.check()
         llm = f"{client.name}:{client.model}"
@@ -242,15 +242,6 @@ def _methods(text: str) -> list[Method]:
     return list(dict.fromkeys(known[n] for n in names))
 
 
-def _numbers(flag: str, text: str | None) -> list[int] | None:
-    if text is None:
-        return None
-    try:
-        return [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise UserError(f"{flag} {text}: give numbers separated by commas, e.g. 0,1") from None
-
-
 def _slots(kind: str, gpus: str | None, workers: int | None) -> list[Slot]:
     """--workers slots per GPU for the GPU evaluator; --workers slots without a GPU otherwise."""
     if kind != "gpu":
@@ -266,7 +257,7 @@ def _slots(kind: str, gpus: str | None, workers: int | None) -> list[Slot]:
             "the gpu evaluator needs a GPU and none is visible here (torch.cuda.device_count() is 0); "
             "without one, `--evaluator stand-in` runs a bench with synthetic times"
         ) from None
-    chosen = _numbers("--gpus", gpus) if gpus is not None else list(range(visible))
+    chosen = numbers("--gpus", gpus) if gpus is not None else list(range(visible))
     missing = [g for g in chosen or [] if not 0 <= g < visible]
     if missing or not chosen:
         raise UserError(f"--gpus {gpus}: this machine has {visible} GPU(s) (0..{visible - 1})")

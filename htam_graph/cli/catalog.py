@@ -13,8 +13,7 @@ from rich.console import Console
 
 from htam_graph.bench.suite import resolve_suite
 from htam_graph.catalog.space import MAX_STATES
-from htam_graph.cli.common import print_json, print_table
-from htam_graph.errors import UserError
+from htam_graph.cli.common import numbers, print_json, print_table
 from htam_graph.runner.jobs import EvalConfig
 
 
@@ -37,7 +36,7 @@ def space_cmd(suite: tuple[str, ...], levels: str | None, pattern: str | None, m
     from htam_graph.catalog.space import build_space
 
     rows: list[dict[str, Any]] = []
-    for task in resolve_suite(list(suite), _levels(levels), pattern):
+    for task in resolve_suite(list(suite), numbers("--level", levels), pattern):
         try:
             space = build_space(recognize(task.source), task.id, max_states)
         except Unsupported as e:
@@ -96,7 +95,7 @@ def record_cmd(
     from htam_graph.bench.record import record
     from htam_graph.loop.evaluators import make_evaluator
 
-    tasks = resolve_suite(list(suite), _levels(levels), pattern)
+    tasks = resolve_suite(list(suite), numbers("--level", levels), pattern)
     console = Console(stderr=True)
     command = "htam catalog record " + " ".join(shlex.quote(a) for a in sys.argv[3:])
     config = EvalConfig(trials=trials, compile_reference=compile_reference)
@@ -120,15 +119,6 @@ def record_cmd(
         f"{sum(t.recorded for t in meta.tasks)} kernels recorded in {meta.judge_seconds / 60:.1f} judge-minutes "
         f"on {meta.device}: {out / 'table.parquet'}"
     )
-
-
-def _levels(levels: str | None) -> list[int] | None:
-    if not levels:
-        return None
-    try:
-        return [int(x) for x in levels.split(",")]
-    except ValueError:
-        raise UserError(f"--level {levels}: give level numbers separated by commas, e.g. 1,2") from None
 
 
 def _commit() -> str:

@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from htam_graph.config import Settings, load_settings
+from htam_graph.errors import UserError
 from htam_graph.llm.settings import Backend, Family
 
 console = Console()
@@ -107,6 +108,16 @@ def settings() -> Settings:
 def say(message: str) -> None:
     """Print a line that holds data (names, paths, URIs) as it is: never as rich markup."""
     console.print(message, markup=False, highlight=False, soft_wrap=True)
+
+
+def numbers(flag: str, text: str | None) -> list[int] | None:
+    """A comma-separated list of numbers given to `flag` (--level, --gpus); None when not given."""
+    if text is None:
+        return None
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise UserError(f"{flag} {text}: give numbers separated by commas, e.g. 0,1") from None
 
 
 def print_json(data: Any) -> None:

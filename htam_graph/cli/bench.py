@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
@@ -25,6 +26,8 @@ from htam_graph.memory.models import RunConfig
 from htam_graph.vocab import Method
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from htam_graph.bench.report import Outcome
 
 DEFAULT_METHODS = "htam,flat,feedback"
@@ -64,6 +67,21 @@ EVALUATORS = ["auto", "gpu", "stand-in", "replay"]
     type=click.Path(exists=True, path_type=Path),
     help="Start every method's memory from this export (`htam memory export`) instead of the seed bank; or, a "
     "folder (a bench's memory/), each method and seed from its own export there (htam-s0.json, ...).",
+)
+@click.option(
+    "--train",
+    "train_list",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help='With --test, instead of SUITE: a train/test comparison of the memory (docs/method.md, "Comparing '
+    'methods"). Every method runs the --test tasks from a fresh memory (OUT/fresh); each memory method runs '
+    "these tasks (OUT/train), then the --test tasks again from the memory it learnt (OUT/trained, paired by "
+    "seed); OUT/memory-value.md and .json compare them with CIs.",
+)
+@click.option(
+    "--test",
+    "test_list",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="The held-out tasks of --train (a list file, as SUITE takes one); no task in both.",
 )
 @click.option(
     "--out",
@@ -119,6 +137,8 @@ def bench(
     gpus: str | None,
     workers: int | None,
     memory_from: Path | None,
+    train_list: Path | None,
+    test_list: Path | None,
     out: Path,
     backend: str | None,
     model: str | None,
@@ -149,57 +169,125 @@ def bench(
     kind = "gpu" if evaluator == "auto" else evaluator
     if (kind == "replay") != (replay_path is not None):
         raise UserError("--evaluator replay takes its results from --replay FILE, and --replay needs it")
+    if (train_list is None) != (test_list is None):
+        raise UserError(
+            "--train and --test go together: give both lists (bench/tables/suite-train.txt, suite-test.txt)"
+        )
     slots = _slots(kind, gpus, workers)
-    tasks = resolve_suite(list(suite), numbers("--level", levels), pattern)
     with make_client(cfg.llm, script_path) as client:
         client.check()
         llm = f"{client.name}:{client.model}"
-    narrowing = [f"--level {levels}"] * bool(levels) + [f"--filter {pattern}"] * bool(pattern)
-    config = BenchConfig(
-        suite=" ".join([*suite, *narrowing]),
-        tasks=[TaskEntry.of(t) for t in tasks],
-        methods=chosen,
-        seeds=list(range(seeds)),
-        steps=steps,
-        scoring=cfg.scoring,
-        llm=llm,
-        evaluator=kind,
-        compile_reference=compile_reference,
-        max_cost=max_cost,
-        memory_from=None,
-    )
-    if memory_from is not None:
-        config = config.model_copy(update={"memory_from": _memory_source(memory_from, config)})
-    layout = Layout(out)
-    with exclusive(layout.lock, f"--out {out}", wait=False):
-        manifest = open_manifest(layout, config, note)
-        job = BenchJob(
-            out=out,
-            manifest=manifest,
-            tasks=tasks,
-            llm=cfg.llm,
-            script=script_path,
+
+    def phase(out: Path, sources: list[str], phase_methods: list[Method], start: Path | None) -> Outcome:
+        """One bench (tasks x methods x seeds) under `out`, continued where it stopped."""
+        tasks = resolve_suite(sources, numbers("--level", levels), pattern)
+        narrowing = [f"--level {levels}"] * bool(levels) + [f"--filter {pattern}"] * bool(pattern)
+        config = BenchConfig(
+            suite=" ".join([*sources, *narrowing]),
+            tasks=[TaskEntry.of(t) for t in tasks],
+            methods=phase_methods,
+            seeds=list(range(seeds)),
+            steps=steps,
+            scoring=cfg.scoring,
+            llm=llm,
             evaluator=kind,
-            replay=replay_path,
-            reuse=not rejudge,
+            compile_reference=compile_reference,
+            max_cost=max_cost,
+            memory_from=None,
         )
-        grid = [spec for stream in streams(config) for spec in stream.runs]
-        done = sum(layout.run_done(spec) for spec in grid)
-        console.print(
-            f"[bold]bench {manifest.tag}[/] in {escape(str(out))}: {len(tasks)} tasks x {len(chosen)} methods x "
-            f"{seeds} seeds = {len(grid)} runs ({done} done); llm {escape(llm)}; evaluator {kind}; "
-            f"{len(slots)} worker{'s' * (len(slots) > 1)}",
-            highlight=False,
-        )
-        with BenchProgress(console, len(grid), done) as progress:
-            try:
-                run_bench(job, ProcessExecutor(slots), progress.emit)
-            except BenchFailed as e:
-                again = "; the finished runs are kept: run the same command to continue"
-                if e.user_error:
-                    raise UserError(f"{e}{again}") from e
-                raise click.ClickException(f"{e}{again}") from e
-    _summarize(console, _report(layout), as_json)
+        if start is not None:
+            config = config.model_copy(update={"memory_from": _memory_source(start, config)})
+        layout = Layout(out)
+        with exclusive(layout.lock, f"--out {out}", wait=False):
+            manifest = open_manifest(layout, config, note)
+            job = BenchJob(
+                out=out,
+                manifest=manifest,
+                tasks=tasks,
+                llm=cfg.llm,
+                script=script_path,
+                evaluator=kind,
+                replay=replay_path,
+                reuse=not rejudge,
+            )
+            grid = [spec for stream in streams(config) for spec in stream.runs]
+            done = sum(layout.run_done(spec) for spec in grid)
+            console.print(
+                f"[bold]bench {manifest.tag}[/] in {escape(str(out))}: {len(tasks)} tasks x {len(phase_methods)} "
+                f"methods x {seeds} seeds = {len(grid)} runs ({done} done); llm {escape(llm)}; evaluator {kind}; "
+                f"{len(slots)} worker{'s' * (len(slots) > 1)}",
+                highlight=False,
+            )
+            with BenchProgress(console, len(grid), done) as progress:
+                try:
+                    run_bench(job, ProcessExecutor(slots), progress.emit)
+                except BenchFailed as e:
+                    again = "; the finished runs are kept: run the same command to continue"
+                    if e.user_error:
+                        raise UserError(f"{e}{again}") from e
+                    raise click.ClickException(f"{e}{again}") from e
+        return _report(layout)
+
+    if train_list is not None and test_list is not None:
+        _train_test(console, train_list, test_list, suite, memory_from, chosen, out, replay_path, steps, phase)
+        return
+    outcome = phase(out, list(suite), chosen, memory_from)
+    _summarize(console, outcome, as_json)
+
+
+def _train_test(
+    console: Console,
+    train_list: Path,
+    test_list: Path,
+    suite: tuple[str, ...],
+    memory_from: Path | None,
+    chosen: list[Method],
+    out: Path,
+    table: Path | None,
+    steps: int,
+    phase: Callable[[Path, list[str], list[Method], Path | None], Outcome],
+) -> None:
+    """The three phases of a train/test comparison and its report (htam_graph/bench/memory_value.py)."""
+    if suite:
+        raise UserError("--train/--test name the tasks: give no SUITE with them")
+    if memory_from is not None:
+        raise UserError("--train/--test learn their memory on the --train tasks: give no --memory-from with them")
+    memory = [m for m in chosen if m in MEMORY_METHODS]
+    if not memory:
+        names = ", ".join(sorted(m.value for m in MEMORY_METHODS))
+        raise UserError(f"--train/--test compare memories: --method needs at least one memory method ({names})")
+    train = resolve_suite([str(train_list)])
+    test = resolve_suite([str(test_list)])
+    both = sorted({t.id for t in train} & {t.id for t in test})
+    if both:
+        raise UserError(f"--train and --test share {len(both)} task(s), e.g. {both[0]}; held-out tasks must be unseen")
+    from htam_graph.bench import memory_value as mv
+
+    fresh = phase(out / "fresh", [str(test_list)], chosen, None)
+    phase(out / "train", [str(train_list)], memory, None)
+    trained = phase(out / "trained", [str(test_list)], memory, out / "train" / "memory")
+    result = mv.compare(_runs(fresh), _runs(trained))
+    header: dict[str, Any] = {"train": str(train_list), "test": str(test_list), "steps": steps,
+                              "seeds": len(result["log_geomeans"][memory[0].value]), "llm": fresh.llm,
+                              "evaluator": fresh.evaluator}  # fmt: skip
+    if table is not None:
+        header["table"] = str(table)
+        header["ceiling"] = mv.ceiling(table, [t.id for t in test], steps)
+        header["share_of_ceiling"] = mv.shares(result, header["ceiling"])
+    report = mv.write_report(out, result, header)
+    rows = sorted(result["methods"], key=lambda r: -r["geomean"])
+    print_table(
+        f"memory value: {len(test)} test tasks, {header['seeds']} seeds (expert is an oracle)",
+        ["method", "geomean", "95% CI"],
+        [(r["method"], f"{r['geomean']:.3f}", f"{r['ci_lo']:.3f}-{r['ci_hi']:.3f}") for r in rows],
+    )
+    console.print(f"report: {escape(str(report))}", highlight=False)
+
+
+def _runs(outcome: Outcome) -> pd.DataFrame:
+    import pandas as pd
+
+    return pd.read_parquet(next(t for t in outcome.tables if t.name == "runs.parquet"))
 
 
 def _report(layout: Layout) -> Outcome:

@@ -132,3 +132,52 @@ def test_a_replay_bench_of_htam_and_its_controls_runs_on_the_cpu(tmp_path: Path)
         assert done.returncode == 0, done.stderr[-2000:]
         speedups.append([(s["local_id"], s["speedup"], s["reward"]) for s in json.loads(done.stdout)["trajectory"]])
     assert speedups[0] == speedups[1]
+
+
+def test_a_train_test_comparison_runs_and_reports_paired_differences(tmp_path: Path) -> None:
+    """`htam bench --train --test`: fresh on the test tasks, trained on the training tasks, and
+    trained memories on the test tasks again; the report pairs them by seed."""
+    train, test = tmp_path / "train.txt", tmp_path / "test.txt"
+    train.write_text("level1/7_Softmax\nlevel1/11_GELU\n")
+    test.write_text("# held out\nlevel1/8_LogSoftmax\nlevel1/19_ReLU\n")
+    out = tmp_path / "mv"
+    args = [
+        "--llm", "catalog", "--model", "catalog-space-v1", "--evaluator", "replay", "--replay", str(H200),
+        "--seeds", "2", "--steps", "3", "--workers", "2", "--no-compile-reference", "--out", str(out),
+    ]  # fmt: skip
+    env = {"HTAM_SCORING__REWARD_FROM": "parent"}
+    done = htam("bench", "--train", str(train), "--test", str(test), "--method", "htam,random", *args, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    fresh = pd.read_parquet(out / "fresh/results/runs.parquet")
+    assert set(fresh["method"]) == {"htam", "random"} and set(fresh["task_id"]) == {
+        "level1/8_LogSoftmax",
+        "level1/19_ReLU",
+    }
+    trained_runs = pd.read_parquet(out / "trained/results/runs.parquet")
+    assert set(trained_runs["method"]) == {"htam"}  # the control has no memory to train
+    assert set(pd.read_parquet(out / "train/results/runs.parquet")["task_id"]) == {"level1/7_Softmax", "level1/11_GELU"}
+    # the trained runs started from the training phase's memory: their manifest says so
+    assert "train/memory" in (out / "trained/bench.json").read_text()
+    result = json.loads((out / "memory-value.json").read_text())
+    assert {r["method"] for r in result["methods"]} == {"htam", "random", "htam (trained)"}
+    pairs = {(p["a"], p["b"]): p for p in result["paired"]}
+    assert set(pairs) == {("htam (trained)", "random"), ("htam (trained)", "htam")}
+    for p in pairs.values():
+        assert p["seeds"] == 2 and p["ci_lo"] <= p["ratio"] <= p["ci_hi"]
+    # the ceiling: per test task the table's fastest correct kernel within 3 strategies of the base
+    table = pd.read_parquet(H200)
+    relu = table[(table["task_id"] == "level1/19_ReLU") & (table["depth"] <= 3) & (table["verdict"] == "ok")]
+    assert result["ceiling"]["level1/19_ReLU"] == pytest.approx(max(relu["speedup_eager"].max(), 1.0))
+    assert "paired differences" in (out / "memory-value.md").read_text().lower()
+    # mistakes are one-line errors, exit 2, before any run
+    overlap = tmp_path / "overlap.txt"
+    overlap.write_text("level1/19_ReLU\n")
+    for extra, message in [
+        (["--train", str(train)], "--train and --test go together"),
+        (["--train", str(overlap), "--test", str(test)], "share 1 task"),
+        (["--train", str(train), "--test", str(test), "--method", "random"], "at least one memory method"),
+        (["builtin", "--train", str(train), "--test", str(test)], "give no SUITE"),
+    ]:
+        bad = htam("bench", *extra, *args[:-2], "--out", str(tmp_path / "bad"), env=env)
+        assert bad.returncode == 2 and message in bad.stderr, bad.stderr
+        assert not (tmp_path / "bad").exists()

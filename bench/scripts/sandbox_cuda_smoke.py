@@ -3,9 +3,12 @@
 For the candidate's policy as the fork server applies it, and for variants with one wall
 removed (so a failure names the wall that breaks CUDA): fork, confine, bring CUDA up, run a
 kernel, export the result by CUDA IPC; the parent (unconfined, as the referee) maps it and
-checks the values. One line per variant. Exit code 1 if the full policy fails.
+checks the values. One line per variant. Exit code 1 if the full policy fails. If it fails
+(or with --all), also every wall alone, every wall left out, every pair of walls left out and
+Landlock with extra writable paths: the walls that break CUDA are the ones whose absence
+makes it work.
 
-    PYTHONPATH=. python3 bench/scripts/sandbox_cuda_smoke.py
+    PYTHONPATH=. python3 bench/scripts/sandbox_cuda_smoke.py [--all]
 """
 
 from __future__ import annotations
@@ -25,25 +28,59 @@ from htam_graph.runner import ipc, sandbox
 from htam_graph.runner.ipc import RemoteMemory
 from htam_graph.runner.protocol import RemoteTensor
 
+WALLS = ("rlimits", "user drop", "environment scrub", "socket rules", "seccomp", "Landlock", "no_new_privs")
+
+
+class _NoNewPrivsOff:
+    """The libc proxy of a variant without no_new_privs: prctl(PR_SET_NO_NEW_PRIVS) does nothing."""
+
+    def __init__(self, libc: object) -> None:
+        self._libc = libc
+
+    def prctl(self, option: int, *args: int) -> int:
+        return 0 if option == sandbox._PR_SET_NO_NEW_PRIVS else self._libc.prctl(option, *args)  # type: ignore[attr-defined]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._libc, name)
+
 
 def _variant(name: str) -> None:
-    """Weaken the sandbox in this (child) process only, to find which wall breaks CUDA."""
-    if name == "without socket rules":
-        sandbox._CONNECTING = ()
-    elif name == "without seccomp":
+    """Weaken the sandbox in this (child) process only, to find which walls break CUDA. A name
+    is "full policy", "without any wall", "only W", "without W" or "without W + V" (W, V in
+    WALLS), or "Landlock only, writable P" (P: a comma-separated list of extra writable paths)."""
+    if name == "full policy":
+        return
+    if name == "without any wall":
+        sandbox.confine = lambda policy: "no walls"
+        return
+    if name.startswith("Landlock only, writable "):
+        off = set(WALLS) - {"Landlock"}
+        extra = tuple(Path(p) for p in name.removeprefix("Landlock only, writable ").split(","))
+        real = sandbox.candidate_policy
+        sandbox.candidate_policy = lambda *a: dataclasses.replace(real(*a), write=(*real(*a).write, *extra))
+    elif name.startswith("only "):
+        off = set(WALLS) - {name.removeprefix("only ")}
+    else:
+        off = set(name.removeprefix("without ").split(" + "))
+    unknown = off - set(WALLS)
+    if unknown:
+        raise SystemExit(f"unknown wall(s) {sorted(unknown)}; walls: {', '.join(WALLS)}")
+    if "rlimits" in off:
+        sandbox._limits = lambda policy: None
+    if "user drop" in off:
+        sandbox._drop_user = lambda policy: "unchanged user"
+    if "environment scrub" in off:
+        real_policy = sandbox.candidate_policy
+        sandbox.candidate_policy = lambda *a: dataclasses.replace(real_policy(*a), environment=dict(os.environ))
+    if "socket rules" in off:
+        sandbox._CONNECTING = ()  # type: ignore[assignment]
+    if "seccomp" in off:
         sandbox._seccomp = lambda policy: None
-    elif name == "without Landlock":
+    if "Landlock" in off:
         sandbox._landlock_ruleset = lambda policy, abi: -1
         sandbox._landlock_restrict = lambda ruleset: None
-    elif name == "without rlimits":
-        sandbox._limits = lambda policy: None
-    elif name == "without the user drop":
-        sandbox._drop_user = lambda policy: "unchanged user"
-    elif name == "without the environment scrub":
-        real = sandbox.candidate_policy
-        sandbox.candidate_policy = lambda *a: dataclasses.replace(real(*a), environment=dict(os.environ))
-    elif name == "without any wall":
-        sandbox.confine = lambda policy: "no walls"
+    if "no_new_privs" in off:
+        sandbox._libc = _NoNewPrivsOff(sandbox._libc)  # type: ignore[assignment]
 
 
 def child(name: str, write: int, read: int) -> None:
@@ -99,12 +136,12 @@ def main(argv: list[str]) -> int:
     print(f"Landlock ABI {sandbox.landlock_abi()}; missing: {sandbox.missing()}; uid {os.getuid()}", flush=True)
     script = [sys.executable, __file__, "--variant"]
     full = subprocess.run([*script, "full policy"], check=False).returncode == 0
-    if not full:  # which wall breaks it
-        for name in (
-            "without any wall", "without rlimits", "without the user drop", "without the environment scrub",
-            "without socket rules", "without seccomp", "without Landlock",
-        ):  # fmt: skip
-            subprocess.run([*script, name], check=False)
+    if not full or "--all" in argv:  # which walls break it: each alone, each left out, each pair left out
+        names = ["without any wall", *(f"only {w}" for w in WALLS), *(f"without {w}" for w in WALLS)]
+        names += [f"without {a} + {b}" for i, a in enumerate(WALLS) for b in WALLS[i + 1 :]]
+        names += [f"Landlock only, writable {p}" for p in ("/dev", "/dev/shm,/tmp,/run", "/proc,/sys")]
+        for name in names:
+            subprocess.run([*script, name], check=False, timeout=120)
     return 0 if full else 1
 
 

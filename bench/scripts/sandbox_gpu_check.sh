@@ -33,7 +33,7 @@ export PYTHONPATH="/tmp/site:$PWD" PYTHONUNBUFFERED=1 HTAM_CACHE_DIR=/tmp/htam-c
   python3 -c "from htam_graph.runner import sandbox; print('landlock abi', sandbox.landlock_abi(), 'missing:', sandbox.missing())"
   uname -r
   # CUDA and CUDA IPC inside the sandbox (and, if that fails, which wall breaks them)
-  timeout 120 python3 bench/scripts/sandbox_cuda_smoke.py
+  timeout 300 python3 bench/scripts/sandbox_cuda_smoke.py --all
 } 2>&1 | tee "$OUT/env.txt"
 
 if [[ " $STAGES " == *" tests "* ]]; then

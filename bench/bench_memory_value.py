@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parent.parent
-MEMORY = ["htam", "htam-no-prefix"]
+MEMORY = ["htam", "htam-no-prefix", "htam-no-family"]
 CONTROLS = ["random", "feedback", "expert"]
 
 
@@ -112,7 +112,10 @@ def main() -> None:
                      "ci_hi": math.exp(hi), "oracle": method == "expert"})  # fmt: skip
     pairs = []
     for a in ["htam (trained)", "htam", "htam-no-prefix (trained)"]:
-        for b in ["random", "feedback", "expert", "htam", "htam-no-prefix", "htam-no-prefix (trained)"]:
+        for b in [
+            "random", "feedback", "expert", "htam", "htam-no-prefix", "htam-no-prefix (trained)",
+            "htam-no-family (trained)",
+        ]:  # fmt: skip
             if a == b or a not in by or b not in by:
                 continue
             seeds = by[a].index.intersection(by[b].index)

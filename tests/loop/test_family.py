@@ -11,6 +11,7 @@ import pytest
 
 from htam_graph.catalog.client import SHRINK, _record
 from htam_graph.config import ScoringParams
+from htam_graph.llm.base import Completion, Prompt, T
 from htam_graph.loop.optimizer import Optimizer
 from htam_graph.loop.runs import create_run
 from htam_graph.loop.state import LocalView
@@ -36,15 +37,43 @@ def past_evidence(store: SQLiteStore, family: str | None, task_id: str, chosen: 
         )  # fmt: skip
 
 
-def one_step(store: SQLiteStore, method: Method, tmp: Path) -> StepUpdate:
+class Reader(Writer):
+    """The fake backend, keeping the strategy-choice prompts it was asked."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.choices: list[str] = []
+
+    def structured(self, prompt: Prompt, schema: type[T], max_tokens: int | None = None) -> tuple[T, Completion]:
+        self.choices.append(prompt.user)
+        return super().structured(prompt, schema, max_tokens)
+
+
+def one_step(store: SQLiteStore, method: Method, tmp: Path, client: Writer | None = None) -> StepUpdate:
     task = resolve_task(TASK)
     manifest, folder = create_run(
         out=tmp / "runs", task=task, method=method, seed=0, config=RunConfig(steps=1), llm="writer:fake",
         evaluator="scripted", device=Scripted.device, target=Scripted.target, run_id=f"family-{method.value}",
     )  # fmt: skip
-    Optimizer(store=store, client=Writer(), task=task, evaluator=Scripted(), manifest=manifest, folder=folder).run()
+    client = client or Writer()
+    Optimizer(store=store, client=client, task=task, evaluator=Scripted(), manifest=manifest, folder=folder).run()
     [step] = store.get_steps(f"family-{method.value}")
     return step
+
+
+@pytest.mark.parametrize("method", [Method.HTAM, Method.HTAM_NO_FAMILY])
+def test_the_strategy_choice_shows_the_familys_record_to_htam_only(method: Method, tmp_path: Path) -> None:
+    bank = load_seed_bank()
+    with SQLiteStore(tmp_path / "memory.sqlite") as store:
+        store.seed(bank)
+        for g in bank.globals:  # every direction has a strategy with three steps on elementwise tasks
+            local = next(loc.id for loc in bank.locals if loc.global_ == g.id)
+            past_evidence(store, "elementwise", f"other-{g.id}", g.id, local)
+        client = Reader()
+        one_step(store, method, tmp_path, client)
+    [prompt] = client.choices
+    line = "On elementwise tasks (this task's operator family): 3 step(s), mean reward +1.00."
+    assert (line in prompt) == (method == Method.HTAM)
 
 
 @pytest.mark.parametrize("method", [Method.HTAM, Method.HTAM_NO_FAMILY])

@@ -7,3 +7,5 @@ CREATE CONSTRAINT run_id IF NOT EXISTS FOR (r:Run) REQUIRE r.id IS UNIQUE;
 CREATE CONSTRAINT step_id IF NOT EXISTS FOR (s:Step) REQUIRE s.id IS UNIQUE;
 CREATE CONSTRAINT memory_state_id IF NOT EXISTS FOR (m:MemoryState) REQUIRE m.id IS UNIQUE;
 CREATE INDEX step_run_index IF NOT EXISTS FOR (s:Step) ON (s.run_id, s.index);
+CREATE INDEX task_family IF NOT EXISTS FOR (t:Task) ON (t.family);
+CREATE INDEX step_task IF NOT EXISTS FOR (s:Step) ON (s.task_id);

@@ -1,6 +1,8 @@
-// A :Run of a :Task (ON_TASK). Idempotent: restarting a run keeps its first record.
+// A :Run of a :Task (ON_TASK). Idempotent: restarting a run keeps its first record; a task
+// recorded without a family gets the one this run knows.
 MERGE (t:Task {id: $task.id})
 ON CREATE SET t += $task
+ON MATCH SET t.family = coalesce(t.family, $task.family)
 MERGE (r:Run {id: $run.id})
 ON CREATE SET r += $run
 MERGE (r)-[:ON_TASK]->(t)

@@ -62,7 +62,8 @@ class Method(StrEnum):
     RANDOM = "random"  # a strategy drawn uniformly among those on offer, no memory
     EXPERT = "expert"  # the strategy catalog's hand-written order per family: an oracle, not a baseline
     FLAT = "flat"  # top-k similar past steps, no hierarchy
-    HTAM = "htam"
+    HTAM = "htam"  # evidence conditioned on the task's operator family, shrunk to the pooled
     HTAM_NO_HIERARCHY = "htam-no-hierarchy"  # locals retrieved flat, no global choice
     HTAM_NO_LOCAL = "htam-no-local"  # globals only, no local memory
     HTAM_NO_PREFIX = "htam-no-prefix"  # scores without transition attention
+    HTAM_NO_FAMILY = "htam-no-family"  # pooled evidence only, not conditioned on the operator family

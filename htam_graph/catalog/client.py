@@ -339,16 +339,30 @@ def _draw(state: dict[str, Any], what: str) -> int:
 
 
 def _record(loc: dict[str, Any]) -> float:
+    """The strategy's mean reward shrunk toward 0, then, when the method conditions on the
+    task's operator family (`family`, loop/state.LocalView), its mean on that family shrunk
+    toward this: (R_f + SHRINK * pooled) / (n_f + SHRINK), the pooled record itself while the
+    family has no steps (memory/scoring.shrink; docs/method.md, "Conditioning on the
+    operator family")."""
     o = loc["outcomes"]
     attempts = o["attempts"]
-    return (o["mean_reward"] or 0.0) * attempts / (attempts + SHRINK)
+    pooled = (o["mean_reward"] or 0.0) * attempts / (attempts + SHRINK)
+    family = loc.get("family")
+    if not family or not family["attempts"]:
+        return pooled
+    return (family["reward_sum"] + SHRINK * pooled) / (family["attempts"] + SHRINK)
 
 
 def _describe(loc: dict[str, Any]) -> str:
     o = loc["outcomes"]
     if not o["attempts"]:
         return "(not tried yet)"
-    return f"(mean reward {o['mean_reward']:+.2f} over {o['attempts']} step(s))"
+    text = f"mean reward {o['mean_reward']:+.2f} over {o['attempts']} step(s)"
+    family = loc.get("family")
+    if family and family["attempts"]:
+        mean = family["reward_sum"] / family["attempts"]
+        text += f", {mean:+.2f} over {family['attempts']} on {family['family']} tasks"
+    return f"({text})"
 
 
 def _position(order: list[str], sid: str) -> int:

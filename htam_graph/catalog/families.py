@@ -133,6 +133,15 @@ def recognize(source: str) -> Recognition:
     )
 
 
+def family_of(source: str) -> str | None:
+    """The operator family of a task file (`recognize`), None when the catalog cannot read it:
+    what the memory records with the task (TaskRecord.family) and conditions evidence on."""
+    try:
+        return recognize(source).family.value
+    except Unsupported:
+        return None
+
+
 def _trace(
     model: torch.nn.Module, inputs: list[Any], params: dict[str, ir.Param], notes: list[str]
 ) -> tuple[Any, str, bool]:

@@ -19,6 +19,7 @@ from htam_graph.memory.models import Section
 from htam_graph.memory.seed import load_seed_bank
 from htam_graph.memory.store import MemoryStore
 from htam_graph.policy.policy import with_probabilities
+from htam_graph.vocab import OperatorFamily
 
 
 @click.group()
@@ -152,10 +153,17 @@ def _show_transitions(store: MemoryStore, as_json: bool) -> None:
 @click.option("--alpha", type=float, help="Shrinkage toward the back-off.")
 @click.option("--beta", type=float, help="Weight of the global's own utility.")
 @click.option("--tau", type=float, help="Softmax temperature.")
+@click.option(
+    "--family",
+    type=click.Choice([f.value for f in OperatorFamily if f != OperatorFamily.ANY]),
+    help="Condition on this operator family's evidence, as htam does for a task of it (default: pooled, as "
+    "htam-no-family).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def score(prefix: str, as_json: bool, **overrides: float | None) -> None:
+def score(prefix: str, family: str | None, as_json: bool, **overrides: float | None) -> None:
     """Transition-attended score S(g) and policy probability P(g) of every global for a
-    prefix of recently chosen globals (computed by Cypher in Neo4j, in Python locally)."""
+    prefix of recently chosen globals (computed by Cypher in Neo4j, in Python locally),
+    pooled or conditioned on an operator family (docs/method.md)."""
     cfg = settings()
     given = {k: v for k, v in overrides.items() if v is not None}
     try:
@@ -165,14 +173,21 @@ def score(prefix: str, as_json: bool, **overrides: float | None) -> None:
         raise UserError(f"bad scoring parameter --{err['loc'][0]}: {err['msg']}") from None
     path = [p.strip() for p in prefix.split(",") if p.strip()]
     with open_store(cfg) as store:
-        scores = sorted(with_probabilities(store.score(path, params), params.tau), key=lambda s: -s.score)
+        scores = sorted(with_probabilities(store.score(path, params, family), params.tau), key=lambda s: -s.score)
     if as_json:
-        print_json({"prefix": path, "params": params.model_dump(), "scores": [s.model_dump() for s in scores]})
+        print_json(
+            {
+                "prefix": path,
+                "family": family,
+                "params": params.model_dump(),
+                "scores": [s.model_dump() for s in scores],
+            }
+        )
         return
     print_table(
-        f"Scores after prefix {' <- '.join(path) or '(empty)'}  "
+        f"Scores after prefix {' <- '.join(path) or '(empty)'}, {family or 'every'} family  "
         f"(K={params.K} lam={params.lam} alpha={params.alpha} beta={params.beta} tau={params.tau})",
-        ["global", "B(g)", "transition", "S(g)", "P(g)"],
+        ["global", "B_f(g)" if family else "B(g)", "transition", "S(g)", "P(g)"],
         [(s.global_id, s.base, s.transition, s.score, s.probability) for s in scores],
     )
 

@@ -25,7 +25,13 @@ from htam_graph.memory.models import RunConfig
 from htam_graph.runner.jobs import EvalConfig
 from htam_graph.vocab import Method
 
-MEMORY_METHODS = {Method.HTAM, Method.HTAM_NO_PREFIX, Method.HTAM_NO_LOCAL, Method.HTAM_NO_HIERARCHY}
+MEMORY_METHODS = {
+    Method.HTAM,
+    Method.HTAM_NO_PREFIX,
+    Method.HTAM_NO_LOCAL,
+    Method.HTAM_NO_HIERARCHY,
+    Method.HTAM_NO_FAMILY,
+}
 DEFAULT_OUT = Path("htam-runs")
 
 
@@ -43,7 +49,7 @@ DEFAULT_OUT = Path("htam-runs")
     type=click.Choice([m.value for m in Method]),
     default=Method.HTAM.value,
     show_default=True,
-    help="HTAM, an ablation (htam-no-prefix, htam-no-local, htam-no-hierarchy) or a baseline "
+    help="HTAM, an ablation (htam-no-prefix, htam-no-local, htam-no-hierarchy, htam-no-family) or a baseline "
     "(vanilla, feedback, flat); docs/method.md.",
 )
 @llm_options("Responses to replay with --llm script (a run folder's responses.yaml, or your own).")

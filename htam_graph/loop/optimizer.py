@@ -66,8 +66,12 @@ HIERARCHY_FREE_LOCALS = 8  # locals htam-no-hierarchy offers, ranked by their ow
 REPAIRABLE = {Verdict.COMPILE_ERROR}
 
 # Which methods choose what (docs/method.md, "Methods").
-SCORED = {Method.HTAM, Method.HTAM_NO_PREFIX, Method.HTAM_NO_LOCAL}
-CHOOSES_LOCAL = {Method.HTAM, Method.HTAM_NO_PREFIX, Method.HTAM_NO_HIERARCHY}
+SCORED = {Method.HTAM, Method.HTAM_NO_PREFIX, Method.HTAM_NO_LOCAL, Method.HTAM_NO_FAMILY}
+CHOOSES_LOCAL = {Method.HTAM, Method.HTAM_NO_PREFIX, Method.HTAM_NO_HIERARCHY, Method.HTAM_NO_FAMILY}
+# The methods whose scores and strategy records are conditioned on the task's operator family
+# (docs/method.md, "Conditioning on the operator family"): HTAM and the ablations of its other
+# parts; htam-no-family reads the pooled evidence only.
+BY_FAMILY = {Method.HTAM, Method.HTAM_NO_PREFIX, Method.HTAM_NO_LOCAL, Method.HTAM_NO_HIERARCHY}
 WITHOUT_MEMORY = {Method.VANILLA, Method.FEEDBACK, Method.FLAT, Method.RANDOM, Method.EXPERT}
 WITH_MEMORY = set(Method) - WITHOUT_MEMORY  # the memory bank in the prompts
 
@@ -123,6 +127,8 @@ class Optimizer:
         self.store, self.client, self.evaluator = store, client, evaluator
         self.task, self.manifest, self.folder = task, manifest, folder
         self.context = context if context is not None else task_context(task)
+        self.family = _family(task)  # recorded with the task, whatever the method
+        self.condition_on = self.family if manifest.run.method in BY_FAMILY else None
         self.run_record = manifest.run
         self.method = self.run_record.method
         self.params: ScoringParams = self.run_record.config.scoring
@@ -142,7 +148,10 @@ class Optimizer:
 
     # -- the run ------------------------------------------------------------------------
     def run(self) -> RunSummary:
-        self.store.start_run(self.run_record, TaskRecord(id=self.task.id, name=self.task.name, sha256=self.task.sha256))
+        self.store.start_run(
+            self.run_record,
+            TaskRecord(id=self.task.id, name=self.task.name, sha256=self.task.sha256, family=self.family),
+        )
         self.steps = load_steps(self.folder)
         self.start = self._start_kernel()
         for done in self.steps:  # a step persisted just before a kill may not have reached the memory
@@ -358,7 +367,7 @@ class Optimizer:
     def _direction(self, state: StepState) -> Direction:
         if self.method in SCORED:
             prefix = [] if self.method == Method.HTAM_NO_PREFIX else self._prefix()
-            scores = self.store.score(prefix, self.params)
+            scores = self.store.score(prefix, self.params, self.condition_on)
             offered = self._offered(state, [s.global_id for s in scores])
             scores = with_probabilities(scores, self.params.tau, offered)
             chosen = self.policy.choose(scores, state.step_index, offered)
@@ -370,11 +379,13 @@ class Optimizer:
                 transitions=self._transitions(glob.id, prefix),
             )
             if self.method in CHOOSES_LOCAL:
-                locals_ = [LocalView.of(loc) for loc in self.store.get_locals(glob.id)]
+                evidence = self.store.family_evidence(self.condition_on)
+                locals_ = [LocalView.of(loc, evidence) for loc in self.store.get_locals(glob.id)]
                 direction.local, direction.local_fallback = self._choose_local(state, direction, locals_)
             return direction
         if self.method == Method.HTAM_NO_HIERARCHY:
-            views = [LocalView.of(loc) for loc in self.store.get_locals()]
+            evidence = self.store.family_evidence(self.condition_on)
+            views = [LocalView.of(loc, evidence) for loc in self.store.get_locals()]
             offered = self._offered(state, [v.global_id for v in views])
             if offered is not None:
                 views = [v for v in views if v.global_id in offered]
@@ -609,6 +620,14 @@ def _feedback(attempt: Attempt) -> Feedback:
             roofline=None,
         )
     return Feedback.of(attempt.result)
+
+
+def _family(task: Task) -> str | None:
+    """The task's operator family as the strategy catalog reads it (None when it cannot);
+    imported here, as the catalog needs torch."""
+    from htam_graph.catalog.families import family_of
+
+    return family_of(task.source)
 
 
 def _trusted(result: EvalResult | None) -> bool:

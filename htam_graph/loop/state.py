@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 
 from htam_graph.memory.models import Evidence, GlobalNode, GlobalScore, LocalNode, StepUpdate, Transition
 from htam_graph.memory.outcome import COUNTER_NAMES, Counters
+from htam_graph.memory.scoring import FamilyEvidence, shrink
 from htam_graph.runner.models import Feedback
 from htam_graph.vocab import Method, Verdict
 
@@ -91,6 +92,14 @@ class GlobalView(BaseModel):
         )
 
 
+class FamilyRecord(BaseModel):
+    """A strategy's steps on tasks of one operator family."""
+
+    family: str
+    attempts: int
+    reward_sum: float
+
+
 class LocalView(BaseModel):
     id: str
     global_id: str
@@ -102,9 +111,13 @@ class LocalView(BaseModel):
     outcomes: Outcomes
     positive: list[Evidence] = Field(description="newest first")
     negative: list[Evidence] = Field(description="newest first")
+    family: FamilyRecord | None = Field(
+        None, description="its record on tasks of the run's operator family; None when the method does not condition"
+    )
 
     @classmethod
-    def of(cls, loc: LocalNode) -> LocalView:
+    def of(cls, loc: LocalNode, family: FamilyEvidence | None = None) -> LocalView:
+        tally = family.local_tally(loc.id) if family is not None and family.family is not None else None
         return cls(
             id=loc.id,
             global_id=loc.global_id,
@@ -116,12 +129,20 @@ class LocalView(BaseModel):
             outcomes=Outcomes.of(loc.attempts, loc.reward_sum, loc),
             positive=loc.positive[:EVIDENCE_SHOWN],
             negative=loc.negative[:EVIDENCE_SHOWN],
+            family=FamilyRecord(family=family.family, attempts=tally.n, reward_sum=tally.reward_sum)
+            if family is not None and family.family is not None and tally is not None
+            else None,
         )
 
     def shrunk_mean_reward(self, alpha: float) -> float:
-        """The local's own utility, shrunk toward 0 like B(g): the fallback's ranking."""
+        """The local's own utility, shrunk toward 0 like B(g), then its record on the run's
+        family shrunk toward that (docs/method.md, "Conditioning on the operator family"):
+        the fallback's ranking."""
         attempts = self.outcomes.attempts
-        return (self.outcomes.mean_reward or 0.0) * attempts / (attempts + alpha)
+        pooled = (self.outcomes.mean_reward or 0.0) * attempts / (attempts + alpha)
+        if self.family is None:
+            return pooled
+        return shrink(self.family.reward_sum, self.family.attempts, pooled, alpha)
 
 
 class TransitionView(BaseModel):

@@ -191,6 +191,9 @@ class TaskRecord(Record):
     id: Id
     name: Text = ""
     sha256: Text = ""
+    family: str | None = Field(
+        None, description="the task's operator family (the catalog's recognition; None when unknown)"
+    )
 
 
 class RunConfig(Record):
@@ -329,7 +332,7 @@ class GlobalScore(BaseModel):
 
     global_id: str
     name: str = ""
-    base: float = Field(description="B(g): the node's own shrunk mean reward")
+    base: float = Field(description="B_f(g): the node's own shrunk mean reward, shrunk again to the task's family")
     transition: float = Field(description="sum_k a_k * U_k(p_k -> g)")
     score: float = Field(description="S(g) = beta * B(g) + transition")
     probability: float | None = Field(None, description="P(g) under the policy, once it has been applied")

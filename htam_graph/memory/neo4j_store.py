@@ -55,7 +55,7 @@ from htam_graph.memory.neo4j_driver import (
     user_errors,
 )
 from htam_graph.memory.queries import checked, checked_statements
-from htam_graph.memory.scoring import check_prefix
+from htam_graph.memory.scoring import FamilyEvidence, Tally, check_prefix
 from htam_graph.memory.seed import SeedBank
 from htam_graph.memory.store import (
     STATIC_EDGE,
@@ -295,16 +295,32 @@ class Neo4jStore(MemoryStore):
         return dict(self._read("count_nodes")[0])
 
     @user_errors("scoring")
-    def score(self, prefix: list[str], params: ScoringParams) -> list[GlobalScore]:
+    def score(self, prefix: list[str], params: ScoringParams, family: str | None = None) -> list[GlobalScore]:
         records = self._read(
             "score_globals",
             prefix=prefix[: params.K],
             lam=params.lam,
             alpha=params.alpha,
             beta=params.beta,
+            family=family,
         )
         check_prefix(prefix, (r["global_id"] for r in records))
         return check_finite([GlobalScore.model_validate(dict(r)) for r in records], params)
+
+    @user_errors("reading the memory")
+    def family_evidence(self, family: str | None) -> FamilyEvidence:
+        evidence = FamilyEvidence(family=family)
+        if family is None:
+            return evidence
+        for r in self._read("family_steps", family=family):
+            tally = Tally(n=r["n"], reward_sum=r["reward_sum"])
+            if r["kind"] == "global":
+                evidence.globals[r["id"]] = tally
+            elif r["kind"] == "local":
+                evidence.locals[r["id"]] = tally
+            else:
+                evidence.edges.setdefault(r["source"], {})[r["id"]] = tally
+        return evidence
 
     @user_errors("starting a run")
     def start_run(self, run: RunRecord, task: TaskRecord) -> None:

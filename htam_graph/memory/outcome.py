@@ -70,6 +70,9 @@ def step_outcome(
 ) -> Outcome:
     """Reward and counters of a step (HTAM's reward, docs/method.md).
 
+    ok without a speedup (its time is untrusted: suspicious and not re-verified): r = 0, no
+    counter, and best_after must be best_before.
+
     ok: r = clip(log2(speedup / base), -1, 1) when the candidate is faster than base, else
     0, where base is the run's best speedup before the step (HTAM's reward: r is then
     log2(best_after / best_before)), or `base_before` when given: the run's fastest correct
@@ -92,8 +95,16 @@ def step_outcome(
         if best_before is not None and best_after is not None and best_after != best_before:
             raise ValueError(f"a {verdict.value} step cannot change the best speedup ({best_before} -> {best_after})")
         return Outcome(reward=-1.0, counters=Counters(**{FAILURE_COUNTER[verdict]: 1}))
-    if speedup is None or best_before is None or best_after is None:
-        raise ValueError("an ok step needs its speedup and the run's best speedup before and after it")
+    if best_before is None or best_after is None:
+        raise ValueError("an ok step needs the run's best speedup before and after it")
+    if speedup is None:
+        # ok, but its time is not trusted (suspicious and not re-verified): no speedup, no
+        # reward, no counter, and the run's best stays (docs/method.md, the verdict table)
+        if best_after != best_before:
+            raise ValueError(
+                f"an ok step without a trusted speedup cannot change the best ({best_before} -> {best_after})"
+            )
+        return Outcome(reward=0.0, counters=Counters())
     if not math.isclose(best_after, max(best_before, speedup), rel_tol=1e-12):
         raise ValueError(f"best_after {best_after} must be max(best_before {best_before}, speedup {speedup})")
     if deadband is not None:

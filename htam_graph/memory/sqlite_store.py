@@ -10,6 +10,7 @@ journals are private to the user (0600).
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import os
 import sqlite3
@@ -40,7 +41,7 @@ from htam_graph.memory.models import (
     Transition,
 )
 from htam_graph.memory.outcome import COUNTER_NAMES
-from htam_graph.memory.scoring import check_prefix, score_globals
+from htam_graph.memory.scoring import FamilyEvidence, check_prefix, score_globals
 from htam_graph.memory.seed import SeedBank
 from htam_graph.memory.store import (
     STATIC_EDGE,
@@ -73,6 +74,8 @@ CREATE TABLE IF NOT EXISTS runs (id TEXT PRIMARY KEY, data TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS steps (
     id TEXT PRIMARY KEY, run_id TEXT NOT NULL, idx INTEGER NOT NULL, data TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS steps_by_run ON steps (run_id, idx);
+CREATE INDEX IF NOT EXISTS steps_by_task ON steps (json_extract(data, '$.task_id'));
+CREATE INDEX IF NOT EXISTS tasks_by_family ON tasks (json_extract(data, '$.family'));
 """
 TABLES = ("globals", "locals", "transitions", "tasks", "runs", "steps")
 # Each section's rows: its table's key columns, then the record's JSON.
@@ -293,13 +296,35 @@ class SQLiteStore(MemoryStore):
         return {t: self._db.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES}
 
     @_user_errors
-    def score(self, prefix: list[str], params: ScoringParams) -> list[GlobalScore]:
-        globals_ = self.get_globals()
-        check_prefix(prefix, (g.id for g in globals_))
-        sources = sorted(set(prefix[: params.K]))
-        marks = ",".join("?" * len(sources))
-        edges = self._all(Transition, f"SELECT data FROM transitions WHERE source IN ({marks})", tuple(sources))
-        return check_finite(score_globals(globals_, {(e.source, e.target): e for e in edges}, prefix, params), params)
+    def score(self, prefix: list[str], params: ScoringParams, family: str | None = None) -> list[GlobalScore]:
+        self._db.execute("BEGIN")  # the nodes, edges and steps of one moment
+        try:
+            globals_ = self.get_globals()
+            check_prefix(prefix, (g.id for g in globals_))
+            sources = sorted(set(prefix[: params.K]))
+            marks = ",".join("?" * len(sources))
+            edges = self._all(Transition, f"SELECT data FROM transitions WHERE source IN ({marks})", tuple(sources))
+            evidence = self.family_evidence(family)
+        finally:
+            self._db.execute("COMMIT")
+        by_edge = {(e.source, e.target): e for e in edges}
+        return check_finite(score_globals(globals_, by_edge, prefix, params, evidence), params)
+
+    @_user_errors
+    def family_evidence(self, family: str | None) -> FamilyEvidence:
+        evidence = FamilyEvidence(family=family)
+        if family is None:
+            return evidence
+        rows = self._db.execute(
+            "SELECT json_extract(s.data, '$.global_id'), json_extract(s.data, '$.local_id'),"
+            " json_extract(s.data, '$.prefix'), json_extract(s.data, '$.reward')"
+            " FROM tasks t JOIN steps s ON json_extract(s.data, '$.task_id') = t.id"
+            " WHERE json_extract(t.data, '$.family') = ? ORDER BY s.run_id, s.idx, s.id",
+            (family,),
+        )
+        for global_id, local_id, prefix, reward in rows:
+            evidence.add(global_id, local_id, json.loads(prefix) if prefix else [], float(reward))
+        return evidence
 
     # --- run records and step updates ------------------------------------------------
 
@@ -307,6 +332,10 @@ class SQLiteStore(MemoryStore):
     def start_run(self, run: RunRecord, task: TaskRecord) -> None:
         with self._tx() as db:
             db.execute("INSERT OR IGNORE INTO tasks VALUES (?, ?)", (task.id, task.model_dump_json()))
+            stored = self._one(TaskRecord, "SELECT data FROM tasks WHERE id = ?", (task.id,))
+            if stored is not None and stored.family is None and task.family is not None:
+                stored.family = task.family
+                db.execute("UPDATE tasks SET data = ? WHERE id = ?", (stored.model_dump_json(), task.id))
             db.execute("INSERT OR IGNORE INTO runs VALUES (?, ?)", (run.id, run.model_dump_json()))
 
     @_user_errors

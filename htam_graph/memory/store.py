@@ -34,6 +34,7 @@ from htam_graph.memory.models import (
     TaskRecord,
     Transition,
 )
+from htam_graph.memory.scoring import FamilyEvidence
 from htam_graph.memory.seed import SeedBank
 
 # Weight of the old value in a global's reward trend (an exponential moving average).
@@ -244,12 +245,19 @@ class MemoryStore(ABC):
         """Number of globals, locals, tasks, runs and steps."""
 
     @abstractmethod
-    def score(self, prefix: list[str], params: ScoringParams) -> list[GlobalScore]:
-        """Transition-attended scores S(g) of every global (memory/scoring.py), by id."""
+    def score(self, prefix: list[str], params: ScoringParams, family: str | None = None) -> list[GlobalScore]:
+        """Transition-attended scores S(g) of every global (memory/scoring.py), by id,
+        conditioned on the evidence of the tasks of operator family `family` (None: pooled)."""
+
+    @abstractmethod
+    def family_evidence(self, family: str | None) -> FamilyEvidence:
+        """The evidence of the steps of the tasks whose family is `family` (scoring.py);
+        empty for None or a family no task has."""
 
     @abstractmethod
     def start_run(self, run: RunRecord, task: TaskRecord) -> None:
-        """Record a run of a task. Idempotent: a resumed run keeps its first record."""
+        """Record a run of a task. Idempotent: a resumed run keeps its first record, and a
+        task keeps its first record too, except that a family is filled in where it had none."""
 
     @abstractmethod
     def record_step(self, step: StepUpdate) -> bool:

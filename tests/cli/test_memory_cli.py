@@ -44,6 +44,13 @@ def test_seed_show_score_on_the_embedded_store(tmp_path, local):
     assert abs(sum(s["probability"] for s in scores["scores"]) - 1) < 1e-9
     table = htam("memory", "score", "--prefix", "memory_access", "--tau", "0.25", cwd=tmp_path, env=local).stdout
     assert "P(g)" in table and "tau=0.25" in table
+    # a family without evidence (a fresh memory) scores as the pooled evidence
+    r = htam(
+        "memory", "score", "--prefix", "memory_access,fusion", "--family", "softmax", "--json", cwd=tmp_path, env=local
+    )
+    assert r.returncode == 0, r.stderr
+    by_family = json.loads(r.stdout)
+    assert by_family["family"] == "softmax" and by_family["scores"] == scores["scores"]
 
 
 def test_the_settings_file_and_flags_configure_the_store_and_a_local_dotenv_does_not(tmp_path):

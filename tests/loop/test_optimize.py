@@ -78,7 +78,7 @@ def test_every_method_runs_against_the_anthropic_protocol_and_real_neo4j(method,
     assert [s.verdict for s in steps] == verdicts
     assert [s.reward for s in steps] == [t["reward"] for t in summary["trajectory"]]
     # random draws a strategy (and so its direction) uniformly; the memory methods choose theirs
-    chose = method in ("htam", "htam-no-prefix", "htam-no-local", "htam-no-hierarchy", "random")
+    chose = method in ("htam", "htam-no-prefix", "htam-no-local", "htam-no-hierarchy", "htam-no-family", "random")
     assert all((s.global_id is not None) == chose for s in steps)
     assert all((s.local_id is not None) == (chose and method != "htam-no-local") for s in steps)
     attempts = sum(g.attempts for g in neo4j_store.get_globals())

@@ -69,6 +69,8 @@ def test_the_store_runs_every_query_with_its_declared_parameters(neo4j_store, mo
         with pytest.raises(UserError, match="unknown run"):  # no row: step_check says why
             store.record_step(make_step(1, [G[0]], G[1], 0.5, run="no-such-run"))
         store.score([G[0]], ScoringParams())
+        store.score([G[0]], ScoringParams(), "elementwise")
+        store.family_evidence("elementwise")
         snap = store.export()
         store.get_locals(G[1])
         store.get_steps("run-1")

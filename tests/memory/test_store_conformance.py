@@ -283,7 +283,8 @@ def test_every_verdict_gives_its_reward_and_moves_its_counter(store):
         ({"verdict": "rejected", "reward": 1.0}, "disagrees with verdict rejected"),
         ({"verdict": "ok", "speedup": 2.0, "best_before": 1.0, "best_after": 2.0, "reward": 0.5}, "disagrees"),
         ({"verdict": "ok", "speedup": 2.0, "best_before": 1.0, "best_after": 1.5}, "must be max"),
-        ({"verdict": "ok"}, "needs its speedup"),
+        ({"verdict": "ok"}, "needs the run's best speedup"),
+        ({"verdict": "ok", "best_before": 1.0, "best_after": 2.0}, "without a trusted speedup cannot change the best"),
         ({"verdict": "checked"}, "not a step outcome"),
     ],
 )

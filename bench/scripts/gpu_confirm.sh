@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# One H200 call (device tool): (0) the sandbox smoke, every wall alone/left out/pairs (bounded by SMOKE_S);
+# (1) the GPU confirmation of the replayed memory-value comparison (issue 30 item 7): on the suite's test
+# tasks, htam starting from the memories it learnt on the training tasks in replay (.gpu/mem/htam-s<seed>.json,
+# made by `htam bench bench/tables/suite-train.txt --method htam --seeds 3 --evaluator replay ...`) and the best
+# control (feedback, fresh), 3 seeds, T = 6, catalog-space-v1, reward_from = parent, the real GPU judge.
+# Each bench is resumable and bounded (BENCH_S); $OUT gets env.txt, smoke.txt and the two bench folders' results.
+set -o pipefail
+T0=$(date +%s)
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 HTAM_CACHE_DIR=/tmp/htam-cache HOME=/tmp/home HTAM_SCORING__REWARD_FROM=parent
+mkdir -p /tmp/home
+{ date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+  python3 -c "import torch,sys;print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda)"
+  nvcc --version | tail -2; nproc; uname -r; cat .gpu/commit.txt; } > $OUT/env.txt 2>&1
+cat $OUT/env.txt
+timeout ${SMOKE_S:-120} python3 bench/scripts/sandbox_cuda_smoke.py --all > $OUT/smoke.txt 2>&1
+echo "smoke rc=$? after $(( $(date +%s) - T0 )) s"; cat $OUT/smoke.txt
+common="--llm catalog --model catalog-space-v1 --evaluator gpu --seeds 3 --steps 6 --workers ${WORKERS:-3} --no-compile-reference"
+timeout ${BENCH_S:-200} python3 -m htam_graph bench bench/tables/suite-test.txt --method htam --memory-from .gpu/mem \
+  $common --out /tmp/confirm-htam > $OUT/htam.log 2>&1
+echo "htam bench rc=$? after $(( $(date +%s) - T0 )) s"
+timeout ${BENCH_S:-200} python3 -m htam_graph bench bench/tables/suite-test.txt --method feedback \
+  $common --out /tmp/confirm-feedback > $OUT/feedback.log 2>&1
+echo "feedback bench rc=$? after $(( $(date +%s) - T0 )) s"
+for m in htam feedback; do tar czf $OUT/confirm-$m.tgz -C /tmp confirm-$m --exclude='*.sqlite' --exclude='*/builds/*'; done
+tail -5 $OUT/htam.log $OUT/feedback.log

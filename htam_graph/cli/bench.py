@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
@@ -22,6 +23,7 @@ from htam_graph.cli.optimize import MEMORY_METHODS, settings_with
 from htam_graph.errors import UserError
 from htam_graph.loop.clients import make_client
 from htam_graph.memory.models import RunConfig
+from htam_graph.runner.build import find_nvcc
 from htam_graph.vocab import Method
 
 if TYPE_CHECKING:
@@ -150,6 +152,8 @@ def bench(
     if (kind == "replay") != (replay_path is not None):
         raise UserError("--evaluator replay takes its results from --replay FILE, and --replay needs it")
     slots = _slots(kind, gpus, workers)
+    if kind in ("gpu", "stand-in"):
+        find_nvcc(cfg)  # the workers build every candidate: no nvcc is said before --out is made
     tasks = resolve_suite(list(suite), numbers("--level", levels), pattern)
     with make_client(cfg.llm, script_path) as client:
         client.check()
@@ -171,6 +175,7 @@ def bench(
     if memory_from is not None:
         config = config.model_copy(update={"memory_from": _memory_source(memory_from, config)})
     layout = Layout(out)
+    fresh = not out.exists()
     with exclusive(layout.lock, f"--out {out}", wait=False):
         manifest = open_manifest(layout, config, note)
         job = BenchJob(
@@ -196,6 +201,9 @@ def bench(
                 run_bench(job, ProcessExecutor(slots), progress.emit)
             except BenchFailed as e:
                 again = "; the finished runs are kept: run the same command to continue"
+                if fresh and not any(layout.run_done(spec) for spec in grid):
+                    shutil.rmtree(out, ignore_errors=True)  # nothing finished: leave nothing behind
+                    again = ""
                 if e.user_error:
                     raise UserError(f"{e}{again}") from e
                 raise click.ClickException(f"{e}{again}") from e

@@ -51,3 +51,29 @@ def test_failing_commands_leave_nothing_behind(tmp_path):
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "no-nvcc" in r.stderr, r.stderr
     assert not (tmp_path / "bench-try").exists()
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("memory.sqlite")) == []
+
+
+def test_eval_no_run_refuses_what_cannot_be_a_candidate(tmp_path):
+    """An empty file, a syntax error, a file without ModelNew: one line naming the file and
+    the problem, exit 2, nothing built."""
+    cases = {
+        "empty.py": ("", "is empty"),
+        "syntax.py": ("class ModelNew(:\n    pass\n", "line 1: SyntaxError"),
+        "nomodel.py": ("import torch\n\nclass Model(torch.nn.Module):\n    pass\n", "defines no ModelNew"),
+    }
+    for name, (source, expected) in cases.items():
+        (tmp_path / name).write_text(source)
+        r = htam("eval", "level1/19_ReLU", name, "--no-run", cwd=tmp_path)
+        assert r.returncode == 2, (name, r.stdout, r.stderr)
+        assert r.stderr.startswith(f"error: {name}: ") and expected in r.stderr and r.stderr.count("\n") == 1
+    assert not (tmp_path / "cache").exists()
+
+
+def test_precheck_gives_a_load_error_for_what_cannot_be_a_candidate():
+    """The loop's stand-in judge (precheck) calls such a candidate a load error, as running it would."""
+    from htam_graph.runner.evaluate import precheck
+    from htam_graph.vocab import Verdict
+
+    for source, expected in [("\n\n", "is empty"), ("def f(:\n", "SyntaxError"), ("x = 1\n", "no ModelNew")]:
+        result = precheck("level1/19_ReLU", source + "\n")
+        assert result.verdict == Verdict.LOAD_ERROR and expected in (result.errors or "")

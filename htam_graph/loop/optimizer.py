@@ -21,8 +21,9 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from htam_graph.config import ScoringParams
+from htam_graph.errors import UserError
 from htam_graph.llm.base import InvalidAnswer, LLMClient, Prompt, Usage
-from htam_graph.llm.script import Script, ScriptClient, ScriptEntry
+from htam_graph.llm.script import Script, ScriptClient, ScriptEntry, ScriptStep
 from htam_graph.loop.evaluators import CandidateEvaluator
 from htam_graph.loop.extract import extract_candidate
 from htam_graph.loop.records import (
@@ -356,12 +357,32 @@ class Optimizer:
 
     # -- direction ------------------------------------------------------------------------
     def _direction(self, state: StepState) -> Direction:
+        """The method's choice; a replayed run (a script that recorded its path) takes the
+        recorded one, so the replay follows the run whatever the memory or the run id."""
+        recorded = self.client.recorded_step(state.step_index) if isinstance(self.client, ScriptClient) else None
+        direction = self._choose_direction(state, recorded)
+        if recorded is None or recorded.global_id is None:
+            return direction
+        globals_ = {g.id: g for g in self.store.get_globals()}
+        if direction.glob is None or direction.glob.id != recorded.global_id:
+            if recorded.global_id not in globals_:
+                raise UserError(f"script step {state.step_index + 1}: no global {recorded.global_id!r} in this memory")
+            direction.glob = GlobalView.of(globals_[recorded.global_id])
+        if recorded.local_id is not None and (direction.local is None or direction.local.id != recorded.local_id):
+            views = {loc.id: LocalView.of(loc) for loc in self.store.get_locals(recorded.global_id)}
+            if recorded.local_id not in views:
+                raise UserError(f"script step {state.step_index + 1}: no local {recorded.local_id!r} in this memory")
+            direction.local = views[recorded.local_id]
+        return direction
+
+    def _choose_direction(self, state: StepState, recorded: ScriptStep | None) -> Direction:
         if self.method in SCORED:
             prefix = [] if self.method == Method.HTAM_NO_PREFIX else self._prefix()
             scores = self.store.score(prefix, self.params)
             offered = self._offered(state, [s.global_id for s in scores])
             scores = with_probabilities(scores, self.params.tau, offered)
-            chosen = self.policy.choose(scores, state.step_index, offered)
+            replayed = [s for s in scores if recorded is not None and s.global_id == recorded.global_id]
+            chosen = replayed[0] if replayed else self.policy.choose(scores, state.step_index, offered)
             glob = next(g for g in self.store.get_globals() if g.id == chosen.global_id)
             direction = Direction(
                 glob=GlobalView.of(glob, chosen),
@@ -563,7 +584,9 @@ class Optimizer:
             for step in steps
             for call in step.calls
         ]
-        Script(responses=entries).write(self.folder / "responses.yaml")
+        path = [ScriptStep(global_id=step.global_id, local_id=step.local_id) for step in steps]
+        start = self.start.source if self.start is not None else None
+        Script(responses=entries, start=start, steps=path).write(self.folder / "responses.yaml")
 
 
 def load_steps(folder: Path) -> list[StepRecord]:

@@ -18,7 +18,7 @@ from htam_graph.bench.plan import BenchConfig, Layout, MemorySource, TaskEntry, 
 from htam_graph.bench.run import run_bench
 from htam_graph.bench.suite import resolve_suite
 from htam_graph.bench.worker import BenchJob, memory_digest, read_snapshot
-from htam_graph.cli.common import llm_options, numbers, print_json, print_table, settings
+from htam_graph.cli.common import best_text, llm_options, numbers, print_json, print_table, settings
 from htam_graph.cli.optimize import MEMORY_METHODS, settings_with
 from htam_graph.errors import UserError
 from htam_graph.loop.clients import make_client
@@ -343,7 +343,7 @@ class BenchProgress:
                 status="resumed" if event.steps_done else "",
             )
         elif isinstance(event, StepFinished) and event.worker in self._workers:
-            status = f"{event.verdict.value}, best {event.best_speedup:.2f}x"
+            status = f"{event.verdict.value}, best {best_text(event.best_speedup)}"
             self._bar.update(self._workers[event.worker], completed=event.index + 1, status=status)
         elif isinstance(event, RunFinished):
             self.done += 1
@@ -355,7 +355,7 @@ class BenchProgress:
                 cost = "" if event.cost_usd is None else f", ${event.cost_usd:.3f}"
                 self.console.print(
                     f"[{self.done}/{self.total}] {event.task_id} {event.method.value} s{event.seed}: "
-                    f"{'correct' if event.correct else 'no correct candidate'}, best {event.best_speedup:.2f}x{cost}",
+                    f"{'best ' + best_text(event.best_speedup) if event.correct else 'no correct candidate'}{cost}",
                     highlight=False,
                     markup=False,
                 )

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from htam_graph.catalog import DEMO_REPLAY
-from htam_graph.cli.common import print_json, print_table, settings
+from htam_graph.cli.common import best_text, print_json, print_table, settings
 from htam_graph.config import data_dir
 from htam_graph.vocab import Method
 
@@ -102,7 +102,7 @@ def demo(
         )
         console.print(
             f"  {escape(task.id)} {record.index + 1}/{summary.steps_planned} {escape(where)}: "
-            f"[{colour}]{record.verdict.value}[/]{speed}, best {summary.best_speedup:.2f}x",
+            f"[{colour}]{record.verdict.value}[/]{speed}, best {best_text(summary.best_speedup)}",
             highlight=False,
         )
 
@@ -124,7 +124,7 @@ def demo(
             (
                 r.task_id,
                 *([r.method.value] if several else []),
-                f"{r.best_speedup:.2f}x" if r.correct else "no correct kernel",
+                best_text(r.best_speedup),
                 r.best_step + 1 if r.best_step is not None else "-",
             )
             for r in result.runs

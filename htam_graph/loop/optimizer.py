@@ -48,7 +48,7 @@ from htam_graph.loop.state import (
     TransitionView,
     code_diff,
 )
-from htam_graph.memory.models import GlobalScore, StepUpdate, TaskRecord, utcnow
+from htam_graph.memory.models import GlobalScore, StepUpdate, TaskRecord, best_step, utcnow
 from htam_graph.memory.store import MemoryStore
 from htam_graph.policy.policy import SoftmaxPolicy, with_probabilities
 from htam_graph.runner.models import EvalResult, Feedback
@@ -196,8 +196,7 @@ class Optimizer:
         return total
 
     def summary(self, stopped: str) -> RunSummary:
-        best = max((s for s in self.steps if s.verdict == Verdict.OK), key=lambda s: s.speedup or 0.0, default=None)
-        best_speedup = max([1.0, self._start_speedup() or 1.0, *(s.best_after for s in self.steps)])
+        best = best_step(self.steps)
         return RunSummary(
             run_id=self.run_record.id,
             task_id=self.task.id,
@@ -207,8 +206,8 @@ class Optimizer:
             folder=str(self.folder),
             steps_done=len(self.steps),
             steps_planned=self.planned,
-            best_speedup=best_speedup,
-            best_step=best.index if best is not None and best.best_after > 1.0 else None,
+            best_speedup=best.speedup if best is not None else None,
+            best_step=best.index if best is not None else None,
             correct=best is not None,
             usage=self.usage(),
             stopped=stopped,
@@ -575,10 +574,10 @@ class Optimizer:
         name = f"{record.index:03d}"
         if record.final.source is not None:
             atomic_write(self.folder / "candidates" / f"{name}.py", record.final.source)
-        if record.best_after > record.best_before and record.final.source is not None:
+        steps = [*self.steps, record]
+        if best_step(steps) is record and record.final.source is not None:  # the run's best, as reported
             atomic_write(self.folder / "best.py", record.final.source)
         atomic_write(self.folder / "steps" / f"{name}.json", record.model_dump_json(indent=1))
-        steps = [*self.steps, record]
         entries = [
             ScriptEntry(template=call.template, text=call.text, reasoning=call.reasoning, truncated=call.truncated)
             for step in steps

@@ -7,9 +7,9 @@ Both stores (Neo4j and the embedded SQLite file) read and write exactly these sh
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
@@ -217,6 +217,26 @@ class RunRecord(Record):
     seed: int = Field(0, ge=-MAX_COUNT, le=MAX_COUNT)
     config: RunConfig = Field(default_factory=RunConfig)
     started_at: datetime = Field(default_factory=utcnow)
+
+
+class JudgedStep(Protocol):
+    @property
+    def verdict(self) -> Verdict: ...
+    @property
+    def speedup(self) -> float | None: ...
+
+
+S = TypeVar("S", bound=JudgedStep)
+
+
+def best_step(steps: Iterable[S]) -> S | None:
+    """A run's best, as every output reports it (the run's summary and its JSON, the bench's
+    progress and report, `htam stats`): its fastest correct candidate, the ok step with the
+    highest speedup over eager (below 1.0 too); None when no candidate was correct, which
+    aggregates count as the reference's 1.0 (KernelBench's convention). The reward's base
+    (best_before/best_after) starts at the reference's 1.0 instead (docs/method.md)."""
+    correct = [s for s in steps if s.verdict == Verdict.OK and s.speedup is not None]
+    return max(correct, key=lambda s: s.speedup or 0.0, default=None)
 
 
 class StepUpdate(Record):

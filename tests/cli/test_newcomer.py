@@ -77,3 +77,28 @@ def test_precheck_gives_a_load_error_for_what_cannot_be_a_candidate():
     for source, expected in [("\n\n", "is empty"), ("def f(:\n", "SyntaxError"), ("x = 1\n", "no ModelNew")]:
         result = precheck("level1/19_ReLU", source + "\n")
         assert result.verdict == Verdict.LOAD_ERROR and expected in (result.errors or "")
+
+
+def test_one_best_for_the_run_summary_the_bench_and_stats(tmp_path):
+    """A run whose only correct candidate is slower than eager (0.797x): its best is 0.797x
+    in the run's summary (what optimize prints and its JSON), in the bench's progress events
+    (the summary's), the bench's results and report rows, and `htam stats runs` (none of
+    them counts the reference's 1.0)."""
+    from htam_graph import analytics
+    from htam_graph.bench.results import _best
+    from htam_graph.cli.common import best_text
+    from htam_graph.memory.sqlite_store import SQLiteStore
+    from htam_graph.vocab import Method
+    from tests.llm.loop_harness import RecordingWriter, run_loop
+
+    summary, records = run_loop(Method.HTAM, RecordingWriter(), tmp_path, steps=2)  # 0.797x, then incorrect
+    assert (summary.best_speedup, summary.best_step, summary.correct) == (0.797, 0, True)
+    assert summary.model_dump(mode="json")["best_speedup"] == 0.797
+    best = _best(records)
+    assert best is not None and best[1].speedup_eager == 0.797
+    with SQLiteStore(tmp_path / "memory.sqlite") as store:
+        runs = analytics.runs(store).set_index("run_id")
+        methods = analytics.compare_methods(store).set_index("method")
+    assert runs.loc["run-htam", "best_speedup"] == 0.797
+    assert methods.loc["htam", "geomean_speedup"] == 0.797 and methods.loc["htam", "fast_1"] == 0.0
+    assert best_text(summary.best_speedup) == "0.80x" and best_text(None) == "none correct"

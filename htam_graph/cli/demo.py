@@ -133,14 +133,13 @@ def demo(
     console.print(f"memory: {escape(result.memory)}", highlight=False)
     if result.memory_command:
         console.print(f"look at it: {escape(result.memory_command)}", highlight=False)
-    if cfg.neo4j_uri:
+    if cfg.neo4j_uri and not neo4j:
+        console.print("Neo4j is configured: `htam demo --neo4j` writes the demo's memory there (it must hold no runs).")
+    if neo4j:  # the Browser shows the demo's memory only when it is there
         from htam_graph.demo import BROWSER_QUERY, browser_url
 
-        if not neo4j:
-            console.print(
-                "Neo4j is configured: `htam demo --neo4j` writes the demo's memory there (it must hold no runs)."
-            )
-        console.print(f"Neo4j Browser: {browser_url(cfg.neo4j_uri)}  (user {escape(cfg.neo4j_user)}); paste:")
+        uri = cfg.neo4j_uri or "bolt://127.0.0.1:7687"  # the store's default
+        console.print(f"Neo4j Browser: {browser_url(uri)}  (user {escape(cfg.neo4j_user)}); paste:")
         console.print(BROWSER_QUERY, highlight=False, markup=False)
     if record is not None:
         console.print(f"replay file written: {escape(str(record))}", highlight=False)

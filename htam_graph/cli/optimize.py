@@ -249,14 +249,15 @@ def _final(console: Console, summary: RunSummary) -> None:
         console.print(f"[yellow]LLM events: {escape(events)}[/]", highlight=False)
     best = "no correct candidate"
     if summary.best_speedup is not None and summary.best_step is not None:
-        best = f"{best_text(summary.best_speedup, 3)} over eager (step {summary.best_step + 1})"
+        best = f"best {best_text(summary.best_speedup, 3)} over eager (step {summary.best_step + 1})"
     cost = summary.usage.cost_usd
     console.print(
-        f"best {best}; {summary.steps_done}/{summary.steps_planned} steps, {summary.stopped}; "
+        f"{best}; {summary.steps_done}/{summary.steps_planned} steps, {summary.stopped}; "
         f"{_dollars(cost) if cost is not None else 'cost unknown (no price for the model)'}",
         highlight=False,
     )
-    console.print(f"run folder: {escape(summary.folder)} (best kernel: best.py)", highlight=False)
+    written = " (best kernel: best.py)" if summary.best_step is not None else ""  # none without a correct one
+    console.print(f"run folder: {escape(summary.folder)}{written}", highlight=False)
 
 
 def _dollars(cost: float | None) -> str:

@@ -471,7 +471,7 @@ class Optimizer:
             error = f"{answer.local_id!r} is not one of the offered strategies"
             self._calls.append(CallRecord.of(prompt, completion, error=error))
         log.warning(
-            "step %d: no valid strategy choice after a retry; took %s by its record", state.step_index, by_record.id
+            "step %d: no valid strategy choice after a retry; took %s by its record", state.step_index + 1, by_record.id
         )
         return by_record, True
 
@@ -538,7 +538,7 @@ class Optimizer:
         if not note:  # a counted event (StepRecord.events), never a silent empty note
             why = "cut off while reasoning" if completion.truncated else "an empty answer"
             self._calls.append(CallRecord.of(prompt, completion, error=f"no note ({why}); the template's note is kept"))
-            log.warning("step %d: the reflection gave no note (%s); kept the template's note", len(self.steps), why)
+            log.warning("step %d: the reflection gave no note (%s); kept the template's note", len(self.steps) + 1, why)
             return fallback
         self._calls.append(CallRecord.of(prompt, completion))
         return note

@@ -3,7 +3,9 @@ command that fails leaves nothing behind."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
 import tomllib
@@ -102,3 +104,29 @@ def test_one_best_for_the_run_summary_the_bench_and_stats(tmp_path):
     assert runs.loc["run-htam", "best_speedup"] == 0.797
     assert methods.loc["htam", "geomean_speedup"] == 0.797 and methods.loc["htam", "fast_1"] == 0.0
     assert best_text(summary.best_speedup) == "0.80x" and best_text(None) == "none correct"
+
+
+def test_steps_count_from_1_and_outputs_say_only_what_is_true(tmp_path):
+    """A run without a correct candidate announces no best.py (and writes none); its steps
+    are numbered from 1 by optimize and by `htam stats runs --run`; the demo names Neo4j
+    Browser only when its memory is in Neo4j."""
+    assert htam("memory", "seed", cwd=tmp_path).returncode == 0
+    script = tmp_path / "script.yaml"
+    script.write_text("responses:\n  - template: generate\n    text: no code here\n")
+    r = htam("optimize", "level1/19_ReLU", "--method", "vanilla", "--llm", "script", "--script", str(script),
+             "--evaluator", "stand-in", "--run-id", "none", cwd=tmp_path, COLUMNS="200")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "best.py" not in r.stdout and not (tmp_path / "htam-runs" / "none" / "best.py").exists()
+    assert "no correct candidate" in r.stdout
+    assert re.search(r"^│ +1 +│ ", r.stdout, re.M)  # the table's first step
+    shown = htam("stats", "runs", "--run", "none", "--format", "json", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert [s["step"] for s in json.loads(shown.stdout)] == [1]
+    table = htam("stats", "runs", "--run", "none", cwd=tmp_path, COLUMNS="200")
+    assert table.stdout.splitlines()[2].split()[0] == "step" and table.stdout.splitlines()[3].split()[0] == "1"
+
+    demo = htam("demo", "--tasks", "level1/10_RMSNorm", "--steps", "2", "--out", "demo", cwd=tmp_path,
+                HTAM_NEO4J_URI="bolt://127.0.0.1:9", COLUMNS="200")  # fmt: skip
+    assert demo.returncode == 0, demo.stderr
+    assert "Neo4j Browser" not in demo.stdout and "htam demo --neo4j" in demo.stdout
+    assert " 1/2 " in demo.stdout and " 0/2 " not in demo.stdout

@@ -130,3 +130,41 @@ def test_steps_count_from_1_and_outputs_say_only_what_is_true(tmp_path):
     assert demo.returncode == 0, demo.stderr
     assert "Neo4j Browser" not in demo.stdout and "htam demo --neo4j" in demo.stdout
     assert " 1/2 " in demo.stdout and " 0/2 " not in demo.stdout
+
+
+def test_every_command_that_takes_a_memory_file_takes_an_export(tmp_path):
+    """`htam memory export` writes the one memory format: `htam memory import` and `htam
+    bench --memory-from` take it, and the memory a bench writes is in it too."""
+    assert htam("memory", "seed", cwd=tmp_path).returncode == 0
+    assert htam("memory", "export", "-o", "memory.jsonl", cwd=tmp_path).returncode == 0
+    copy = htam("--store", "local", "--local-path", "copy.sqlite", "memory", "import", "memory.jsonl", cwd=tmp_path)
+    assert copy.returncode == 0, copy.stderr
+    bench = [
+        "bench",
+        "level1/19_ReLU",
+        "--method",
+        "htam",
+        "--steps",
+        "1",
+        "--llm",
+        "catalog",
+        "--evaluator",
+        "stand-in",
+    ]
+    r = htam(*bench, "--memory-from", "memory.jsonl", "--out", "b1", "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    written = tmp_path / "b1" / "memory" / "htam-s0.json"
+    assert json.loads(written.read_text().splitlines()[0]) == {"format": "htam-graph/memory", "version": 3}
+    again = htam("--store", "local", "--local-path", "again.sqlite", "memory", "import", str(written), cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    for source in (str(written), str(written.parent)):  # a bench's memory file, and its folder
+        r = htam(*bench, "--memory-from", source, "--out", f"b-{len(source)}", "--json", cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+    (tmp_path / "bad.jsonl").write_text('{"format": "htam-graph/memory", "version": 3}\n{"globals": 1}\n')
+    r = htam(*bench, "--memory-from", "bad.jsonl", "--out", "b-bad", cwd=tmp_path)
+    assert (
+        r.returncode == 2
+        and r.stderr.startswith("error: --memory-from bad.jsonl: line 2: ")
+        and r.stderr.count("\n") == 1
+    )
+    assert not (tmp_path / "b-bad").exists()

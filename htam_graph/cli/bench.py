@@ -332,7 +332,7 @@ class BenchProgress:
 
     def emit(self, event: Event) -> None:
         if isinstance(event, RunStarted):
-            label = f"  {event.worker}: {event.task_id} {event.method.value} s{event.seed}"
+            label = escape(f"  {event.worker}: {event.task_id} {event.method.value} s{event.seed}")  # ids, not markup
             if event.worker not in self._workers:
                 self._workers[event.worker] = self._bar.add_task(label, total=event.steps_planned, status="")
             self._bar.update(

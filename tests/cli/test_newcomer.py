@@ -168,3 +168,34 @@ def test_every_command_that_takes_a_memory_file_takes_an_export(tmp_path):
         and r.stderr.count("\n") == 1
     )
     assert not (tmp_path / "b-bad").exists()
+
+
+def test_user_text_is_never_read_as_rich_markup():
+    """A task id with brackets is printed as it is by `htam eval`'s result and by the
+    bench's progress (rich would take `[bold]` as markup and drop it)."""
+    from rich.console import Console
+
+    from htam_graph.bench.events import RunStarted
+    from htam_graph.cli.bench import BenchProgress
+    from htam_graph.cli.display import print_result
+    from htam_graph.runner.models import EvalResult
+    from htam_graph.vocab import Method, Verdict
+
+    name = "level1/[bold]odd[/bold]_[red]"
+    console = Console(record=True, width=200, force_terminal=True)
+    result = EvalResult(
+        task_id=name, task_sha256="0" * 64, candidate_sha256="0" * 64, candidate_format="native",
+        verdict=Verdict.CHECKED, device="[i]dev[/i]", suspicious=True, suspicious_reason="[b]why[/b]",
+    )  # fmt: skip
+    print_result(result, console)
+    text = console.export_text()
+    assert name in text and "[i]dev[/i]" in text and "[b]why[/b]" in text
+
+    console = Console(record=True, width=200, force_terminal=True)
+    progress = BenchProgress(console, total=1, done=0)
+    started = RunStarted(
+        worker="w0", run_id="r", task_id=name, method=Method.HTAM, seed=0, steps_done=0, steps_planned=2
+    )
+    progress.emit(started)
+    console.print(progress._bar.get_renderable())
+    assert name in console.export_text()

@@ -387,6 +387,7 @@ class SnapshotChecker:
         self._tasks: set[str] = set()
         self._runs: dict[str, str] = {}  # id -> its task
         self._steps: set[str] = set()
+        self._indexes: dict[str, set[int]] = {}  # run id -> its steps' indexes
         self._evidence: dict[str, str] = {}  # step id -> the local whose evidence names it
 
     def add(self, section: Section, record: SnapshotRecord) -> None:
@@ -453,6 +454,10 @@ class SnapshotChecker:
             raise ValueError(f"{where}: unknown run {step.run_id!r}")
         if step.task_id != run_task:
             raise ValueError(f"{where}: task {step.task_id!r} is not its run's task {run_task!r}")
+        indexes = self._indexes.setdefault(step.run_id, set())
+        if step.index in indexes:  # two steps at one index: the run's order and NEXT chain would break
+            raise ValueError(f"{where}: field index: run {step.run_id!r} already has a step at index {step.index}")
+        indexes.add(step.index)
         for g in (step.global_id, *step.prefix) if step.global_id is not None else ():
             if g not in self._globals:
                 raise ValueError(f"{where}: unknown global {g!r}")

@@ -130,9 +130,10 @@ def demo(
             for r in result.runs
         ],
     )
-    console.print(f"memory: {escape(result.memory)}", highlight=False)
+    # paths and commands to copy: one line each, never split at the terminal's width
+    console.print(f"memory: {escape(result.memory)}", highlight=False, soft_wrap=True)
     if result.memory_command:
-        console.print(f"look at it: {escape(result.memory_command)}", highlight=False)
+        console.print(f"look at it: {escape(result.memory_command)}", highlight=False, soft_wrap=True)
     if cfg.neo4j_uri and not neo4j:
         console.print("Neo4j is configured: `htam demo --neo4j` writes the demo's memory there (it must hold no runs).")
     if neo4j:  # the Browser shows the demo's memory only when it is there
@@ -142,4 +143,4 @@ def demo(
         console.print(f"Neo4j Browser: {browser_url(uri)}  (user {escape(cfg.neo4j_user)}); paste:")
         console.print(BROWSER_QUERY, highlight=False, markup=False)
     if record is not None:
-        console.print(f"replay file written: {escape(str(record))}", highlight=False)
+        console.print(f"replay file written: {escape(str(record))}", highlight=False, soft_wrap=True)

@@ -199,3 +199,14 @@ def test_user_text_is_never_read_as_rich_markup():
     progress.emit(started)
     console.print(progress._bar.get_renderable())
     assert name in console.export_text()
+
+
+def test_the_demos_closing_paths_are_never_split_at_80_columns(tmp_path):
+    """The memory's path and the command to look at it are one line each, at any width
+    (a path split across lines cannot be copied)."""
+    out = tmp_path / ("a-long-folder-name-" * 4) / "demo"
+    r = htam("demo", "--tasks", "level1/10_RMSNorm", "--steps", "1", "--out", str(out), cwd=tmp_path, COLUMNS="80")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert f"memory: {out / 'memory.sqlite'}" in lines
+    assert any(line.startswith("look at it: htam --store local") and str(out) in line for line in lines)

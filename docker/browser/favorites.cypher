@@ -61,17 +61,17 @@ RETURN p, q;
 MATCH (r:Run)
 WITH r ORDER BY r.started_at DESC LIMIT 1
 MATCH (r)-[:HAS_STEP]->(s:Step)
-RETURN r.id AS run, s.index AS step, s.global_id AS global, s.local_id AS local, s.verdict AS verdict,
-       round(s.speedup, 3) AS speedup, round(s.reward, 3) AS reward, round(s.best_after, 3) AS best
+RETURN r.id AS run, s.index + 1 AS step, s.global_id AS global, s.local_id AS local, s.verdict AS verdict,
+       round(s.speedup, 3) AS speedup, round(s.reward, 3) AS reward
 ORDER BY step;
 
 // Methods compared
 // Per method: runs, the share with a correct candidate, the geometric-mean best speedup
-// over eager PyTorch (1.0 without a correct one) and the steps' success rate
-// (`htam stats runs --by-method`).
+// (a run's fastest correct candidate's) over eager PyTorch (1.0 without a correct one) and
+// the steps' success rate (`htam stats runs --by-method`).
 MATCH (r:Run)
 OPTIONAL MATCH (r)-[:HAS_STEP]->(s:Step)
-WITH r, count(s) AS steps, max(s.best_after) AS best,
+WITH r, count(s) AS steps, max(CASE WHEN s.verdict = 'ok' THEN s.speedup END) AS best,
      sum(CASE WHEN s.verdict = 'ok' THEN 1 ELSE 0 END) AS ok,
      sum(CASE WHEN s.reward > 0 THEN 1 ELSE 0 END) AS successes
 RETURN r.method AS method, count(r) AS runs, round(avg(CASE WHEN ok > 0 THEN 1.0 ELSE 0.0 END), 3) AS correct,

@@ -112,8 +112,8 @@ def runs(store: MemoryStore, min_count: int = 1) -> pd.DataFrame:
     """Runs with at least `min_count` steps, oldest first.
 
     Columns: run_id, task_id, method, seed, started_at, steps, ok (correct candidates),
-    successes, success_rate, ci_low, ci_high, mean_reward (per step), best_speedup (over
-    eager PyTorch; 1.0 while no candidate was correct), correct (some candidate was)."""
+    successes, success_rate, ci_low, ci_high, mean_reward (per step), best_speedup (the fastest
+    correct candidate's, over eager PyTorch; NaN when none was correct), correct (some candidate was)."""
     columns = ["run_id", "task_id", "method", "seed", "started_at", "steps", "ok", "successes", *RATES]
     return _runs(store, min_count)[[*columns, "best_speedup", "correct"]]
 
@@ -141,7 +141,7 @@ def compare_methods(store: MemoryStore, min_count: int = 0) -> pd.DataFrame:
     faster than eager PyTorch), geomean_speedup (a run without a correct candidate counts
     1.0), and per step: successes, success_rate, ci_low, ci_high, mean_reward."""
     per_run = _runs(store, min_count).assign(
-        faster=lambda d: d["best_speedup"] > 1.0, log_speedup=lambda d: np.log(d["best_speedup"])
+        faster=lambda d: d["best_speedup"] > 1.0, log_speedup=lambda d: np.log(d["best_speedup"].fillna(1.0))
     )
     grouped = per_run.groupby("method", sort=True)
     df = pd.DataFrame(

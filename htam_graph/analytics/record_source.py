@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 
 from htam_graph.analytics import frames
-from htam_graph.memory.models import Counters, StepUpdate
+from htam_graph.memory.models import Counters, StepUpdate, best_step
 from htam_graph.memory.store import MemoryStore
 from htam_graph.vocab import Verdict
 
@@ -116,7 +116,7 @@ class RecordSource:
                 "ok": sum(s.verdict == Verdict.OK for s in own),
                 "successes": sum(s.reward > 0 for s in own),
                 "reward_sum": sum(s.reward for s in own),
-                "best_speedup": max((s.best_after for s in own if s.best_after is not None), default=1.0),
+                "best_speedup": best.speedup if (best := best_step(own)) is not None else None,
             }
             for run in self.store.get_runs()
             if len(own := steps[run.id]) >= min_count

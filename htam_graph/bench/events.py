@@ -27,7 +27,7 @@ class StepFinished(BaseModel):
     run_id: str
     index: int
     verdict: Verdict
-    best_speedup: float
+    best_speedup: float | None  # memory.models.best_step: the fastest correct candidate so far
 
 
 class RunFinished(BaseModel):
@@ -38,7 +38,7 @@ class RunFinished(BaseModel):
     method: Method
     seed: int
     correct: bool
-    best_speedup: float
+    best_speedup: float | None
     cost_usd: float | None
 
 

@@ -20,6 +20,7 @@ from htam_graph.llm.base import Usage
 from htam_graph.loop.optimizer import load_steps
 from htam_graph.loop.records import RunManifest, RunSummary, StepRecord
 from htam_graph.loop.runs import MANIFEST
+from htam_graph.memory.models import best_step
 from htam_graph.runner.models import EvalResult, Timing
 from htam_graph.tasks import builtin_suite_dir, load_tasks
 from htam_graph.vocab import Verdict
@@ -133,9 +134,10 @@ def write_tables(layout: Layout, results: Results) -> list[Path]:
 
 
 def _best(records: list[StepRecord]) -> tuple[StepRecord, EvalResult] | None:
-    """The run's best correct candidate: the ok step with the highest speedup over eager."""
-    judged = [(r, res) for r in records if (res := _ok_result(r)) is not None]
-    return max(judged, key=lambda pair: pair[1].speedup_eager or 0.0, default=None)
+    """The run's best correct candidate (memory.models.best_step) and its judge's result."""
+    best = best_step(records)
+    result = _ok_result(best) if best is not None else None
+    return (best, result) if best is not None and result is not None else None
 
 
 def _ok_result(record: StepRecord) -> EvalResult | None:

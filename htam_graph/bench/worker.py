@@ -26,7 +26,8 @@ from htam_graph.loop.evaluators import CandidateEvaluator, HoldsNothing, for_run
 from htam_graph.loop.optimizer import Optimizer, load_steps
 from htam_graph.loop.records import atomic_write
 from htam_graph.loop.runs import create_run, open_run
-from htam_graph.memory.models import MemorySnapshot, RunConfig
+from htam_graph.memory.export_file import ExportFile, write_export
+from htam_graph.memory.models import SECTIONS, MemorySnapshot, RunConfig
 from htam_graph.memory.seed import load_seed_bank
 from htam_graph.memory.sqlite_store import SQLiteStore
 from htam_graph.memory.store import MemoryStore
@@ -59,20 +60,33 @@ class BenchJob(BaseModel):
 
 
 def read_snapshot(path: Path) -> tuple[MemorySnapshot, str]:
-    """An exported memory (`htam memory export`) and the sha256 of its file."""
+    """An exported memory (`htam memory export`'s format, which a bench writes too; a bench's
+    memory file of before, one JSON snapshot, is still read) and the sha256 of its file."""
     try:
         data = path.read_bytes()
     except OSError as e:
         raise UserError(f"--memory-from {path}: {e.strerror}; give a file written by `htam memory export`") from None
+    digest = hashlib.sha256(data).hexdigest()
+    exported = ExportFile(path)
     try:
-        snapshot = MemorySnapshot.model_validate_json(data)
-    except ValidationError as e:
-        err = e.errors()[0]
-        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        raise UserError(
-            f"--memory-from {path}: field {where}: {err['msg']} (is it an `htam memory export` file?)"
-        ) from None
-    return snapshot, hashlib.sha256(data).hexdigest()
+        exported.check()
+    except UserError as refused:
+        try:  # a bench's memory file as benches wrote them before the one format
+            return MemorySnapshot.model_validate_json(data), digest
+        except ValidationError:
+            raise UserError(f"--memory-from {refused}") from None
+    sections: dict[str, list] = {section: [] for section in SECTIONS}
+    for section, record in exported.items():
+        sections[section].append(record)
+    return MemorySnapshot.model_validate(sections), digest
+
+
+def write_memory(store: MemoryStore, path: Path) -> None:
+    """The store as `htam memory export` writes it, renamed into place once complete."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        write_export(store.export().items(), fh)
+    tmp.replace(path)
 
 
 def memory_digest(digests: list[str]) -> str:
@@ -132,7 +146,7 @@ def run_stream(job: BenchJob, stream: Stream, judge: CandidateEvaluator, worker:
         for spec in stream.runs:
             if not layout.run_done(spec):
                 _run(job, layout, spec, store, judge, worker, emit)
-        atomic_write(layout.export(stream), store.export().model_dump_json(indent=1))
+        write_memory(store, layout.export(stream))
     log.info("%s: stream %s done", worker, stream.name)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
@@ -18,11 +19,12 @@ from htam_graph.bench.plan import BenchConfig, Layout, MemorySource, TaskEntry, 
 from htam_graph.bench.run import run_bench
 from htam_graph.bench.suite import resolve_suite
 from htam_graph.bench.worker import BenchJob, memory_digest, read_snapshot
-from htam_graph.cli.common import llm_options, numbers, print_json, print_table, settings
+from htam_graph.cli.common import best_text, llm_options, numbers, print_json, print_table, settings
 from htam_graph.cli.optimize import MEMORY_METHODS, settings_with
 from htam_graph.errors import UserError
 from htam_graph.loop.clients import make_client
 from htam_graph.memory.models import RunConfig
+from htam_graph.runner.build import find_nvcc
 from htam_graph.vocab import Method
 
 if TYPE_CHECKING:
@@ -174,6 +176,8 @@ def bench(
             "--train and --test go together: give both lists (bench/tables/suite-train.txt, suite-test.txt)"
         )
     slots = _slots(kind, gpus, workers)
+    if kind in ("gpu", "stand-in"):
+        find_nvcc(cfg)  # the workers build every candidate: no nvcc is said before --out is made
     with make_client(cfg.llm, script_path) as client:
         client.check()
         llm = f"{client.name}:{client.model}"
@@ -198,6 +202,7 @@ def bench(
         if start is not None:
             config = config.model_copy(update={"memory_from": _memory_source(start, config)})
         layout = Layout(out)
+        fresh = not out.exists()
         with exclusive(layout.lock, f"--out {out}", wait=False):
             manifest = open_manifest(layout, config, note)
             job = BenchJob(
@@ -223,6 +228,9 @@ def bench(
                     run_bench(job, ProcessExecutor(slots), progress.emit)
                 except BenchFailed as e:
                     again = "; the finished runs are kept: run the same command to continue"
+                    if fresh and not any(layout.run_done(spec) for spec in grid):
+                        shutil.rmtree(out, ignore_errors=True)  # nothing finished: leave nothing behind
+                        again = ""
                     if e.user_error:
                         raise UserError(f"{e}{again}") from e
                     raise click.ClickException(f"{e}{again}") from e
@@ -412,7 +420,7 @@ class BenchProgress:
 
     def emit(self, event: Event) -> None:
         if isinstance(event, RunStarted):
-            label = f"  {event.worker}: {event.task_id} {event.method.value} s{event.seed}"
+            label = escape(f"  {event.worker}: {event.task_id} {event.method.value} s{event.seed}")  # ids, not markup
             if event.worker not in self._workers:
                 self._workers[event.worker] = self._bar.add_task(label, total=event.steps_planned, status="")
             self._bar.update(
@@ -423,7 +431,7 @@ class BenchProgress:
                 status="resumed" if event.steps_done else "",
             )
         elif isinstance(event, StepFinished) and event.worker in self._workers:
-            status = f"{event.verdict.value}, best {event.best_speedup:.2f}x"
+            status = f"{event.verdict.value}, best {best_text(event.best_speedup)}"
             self._bar.update(self._workers[event.worker], completed=event.index + 1, status=status)
         elif isinstance(event, RunFinished):
             self.done += 1
@@ -435,7 +443,7 @@ class BenchProgress:
                 cost = "" if event.cost_usd is None else f", ${event.cost_usd:.3f}"
                 self.console.print(
                     f"[{self.done}/{self.total}] {event.task_id} {event.method.value} s{event.seed}: "
-                    f"{'correct' if event.correct else 'no correct candidate'}, best {event.best_speedup:.2f}x{cost}",
+                    f"{'best ' + best_text(event.best_speedup) if event.correct else 'no correct candidate'}{cost}",
                     highlight=False,
                     markup=False,
                 )

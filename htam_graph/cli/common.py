@@ -120,6 +120,11 @@ def numbers(flag: str, text: str | None) -> list[int] | None:
         raise UserError(f"{flag} {text}: give numbers separated by commas, e.g. 0,1") from None
 
 
+def best_text(speedup: float | None, digits: int = 2) -> str:
+    """A run's best (memory.models.best_step) as every command prints it."""
+    return f"{speedup:.{digits}f}x" if speedup is not None else "none correct"
+
+
 def print_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, default=str))
 

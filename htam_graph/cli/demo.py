@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from htam_graph.catalog import DEMO_REPLAY
-from htam_graph.cli.common import print_json, print_table, settings
+from htam_graph.cli.common import best_text, print_json, print_table, settings
 from htam_graph.config import data_dir
 from htam_graph.vocab import Method
 
@@ -102,7 +102,7 @@ def demo(
         )
         console.print(
             f"  {escape(task.id)} {record.index + 1}/{summary.steps_planned} {escape(where)}: "
-            f"[{colour}]{record.verdict.value}[/]{speed}, best {summary.best_speedup:.2f}x",
+            f"[{colour}]{record.verdict.value}[/]{speed}, best {best_text(summary.best_speedup)}",
             highlight=False,
         )
 
@@ -124,23 +124,23 @@ def demo(
             (
                 r.task_id,
                 *([r.method.value] if several else []),
-                f"{r.best_speedup:.2f}x" if r.correct else "no correct kernel",
+                best_text(r.best_speedup),
                 r.best_step + 1 if r.best_step is not None else "-",
             )
             for r in result.runs
         ],
     )
-    console.print(f"memory: {escape(result.memory)}", highlight=False)
+    # paths and commands to copy: one line each, never split at the terminal's width
+    console.print(f"memory: {escape(result.memory)}", highlight=False, soft_wrap=True)
     if result.memory_command:
-        console.print(f"look at it: {escape(result.memory_command)}", highlight=False)
-    if cfg.neo4j_uri:
+        console.print(f"look at it: {escape(result.memory_command)}", highlight=False, soft_wrap=True)
+    if cfg.neo4j_uri and not neo4j:
+        console.print("Neo4j is configured: `htam demo --neo4j` writes the demo's memory there (it must hold no runs).")
+    if neo4j:  # the Browser shows the demo's memory only when it is there
         from htam_graph.demo import BROWSER_QUERY, browser_url
 
-        if not neo4j:
-            console.print(
-                "Neo4j is configured: `htam demo --neo4j` writes the demo's memory there (it must hold no runs)."
-            )
-        console.print(f"Neo4j Browser: {browser_url(cfg.neo4j_uri)}  (user {escape(cfg.neo4j_user)}); paste:")
+        uri = cfg.neo4j_uri or "bolt://127.0.0.1:7687"  # the store's default
+        console.print(f"Neo4j Browser: {browser_url(uri)}  (user {escape(cfg.neo4j_user)}); paste:")
         console.print(BROWSER_QUERY, highlight=False, markup=False)
     if record is not None:
-        console.print(f"replay file written: {escape(str(record))}", highlight=False)
+        console.print(f"replay file written: {escape(str(record))}", highlight=False, soft_wrap=True)

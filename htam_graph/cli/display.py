@@ -8,8 +8,10 @@ from collections.abc import Sequence
 from types import TracebackType
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import Progress
 from rich.table import Table
+from rich.text import Text
 
 from htam_graph.runner.models import EvalResult, Verdict
 
@@ -20,7 +22,7 @@ def results_table(results: Sequence[EvalResult]) -> Table:
     fmt = lambda v, spec: "" if v is None else format(v, spec)
     for r in results:
         table.add_row(
-            r.task_id,
+            Text(r.task_id),  # a name, never markup
             r.verdict.value,
             fmt(r.max_abs_error, ".2e"),
             fmt(r.candidate and r.candidate.median_ms, ".4f"),
@@ -37,7 +39,10 @@ def print_result(result: EvalResult, console: Console | None = None) -> None:
     console = console or Console()
     good = result.verdict in (Verdict.OK, Verdict.CHECKED)
     colour = "green" if good else "red"
-    console.print(f"[bold {colour}]{result.verdict.value}[/] {result.task_id} ({result.candidate_format} format)")
+    console.print(
+        f"[bold {colour}]{result.verdict.value}[/] {escape(result.task_id)} ({result.candidate_format} format)",
+        highlight=False,
+    )
     if not result.sandboxed:
         console.print("[bold yellow]unconfined (no --sandbox): the candidate ran with your privileges[/]")
     if result.errors and not result.cheats:  # a rejection's errors repeat its cheats
@@ -49,7 +54,7 @@ def print_result(result: EvalResult, console: Console | None = None) -> None:
         console.print(f"cheat {cheat.kind.value} ({cheat.stage}): {cheat.detail}", markup=False, highlight=False)
     skipped = [p.name for p in result.probes if p.outcome == "skipped"]
     if skipped:
-        console.print(f"[dim]input probes skipped (the reference is not finite there): {', '.join(skipped)}[/]")
+        console.print(f"[dim]input probes skipped (the reference is not finite there): {escape(', '.join(skipped))}[/]")
     if result.candidate is not None:
         console.print(results_table([result]))
     if line := result.roofline:
@@ -60,10 +65,10 @@ def print_result(result: EvalResult, console: Console | None = None) -> None:
             parts.append(f"{line.compute_fraction:.0%} of {line.peak_tflops:.0f} TFLOP/s")
         console.print("roofline: " + ", ".join(parts))
     if result.suspicious:
-        console.print(f"[yellow]suspicious: {result.suspicious_reason}; worth a human look[/]")
+        console.print(f"[yellow]suspicious: {escape(str(result.suspicious_reason))}; worth a human look[/]")
     if result.device:
         versions = ", ".join(f"{k} {v}" for k, v in result.versions.items())
-        console.print(f"[dim]{result.device}; {versions}[/]")
+        console.print(f"[dim]{escape(result.device)}; {escape(versions)}[/]", highlight=False)
 
 
 class VerdictProgress:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from htam_graph.errors import UserError
 from htam_graph.runner.jobs import EvalConfig
 from htam_graph.runner.models import Verdict
 
@@ -64,14 +65,18 @@ def eval_cmd(
 ) -> None:
     """Check, build, verify and time CANDIDATE (a file defining ModelNew) against TASK
     (a built-in task id such as level1/19_ReLU, or a KernelBench-format task file).
-    Exits 0 when the verdict is ok (checked, with --no-run), 1 otherwise."""
+    Exits 0 when the verdict is ok (checked, with --no-run), 1 otherwise; 2 when CANDIDATE
+    cannot be a candidate at all (empty, not Python, no ModelNew)."""
     from htam_graph.cli.common import settings
     from htam_graph.cli.display import print_result
     from htam_graph.runner.build import BuildSettings
     from htam_graph.runner.evaluate import Evaluator, precheck
+    from htam_graph.runner.formats import candidate_problem
     from htam_graph.tasks import resolve_task
 
     resolved = resolve_task(task)
+    if problem := candidate_problem(candidate.read_text(encoding="utf-8", errors="replace")):
+        raise UserError(f"{candidate}: {problem}")
     build = BuildSettings.resolve(settings()).model_copy(update={"sandbox": sandbox})
     if no_run:
         result = precheck(resolved, candidate, build)

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from htam_graph.catalog import DEMO_REPLAY
-from htam_graph.cli.common import llm_options, print_json, print_table, settings
+from htam_graph.cli.common import best_text, llm_options, print_json, print_table, settings
 from htam_graph.config import Settings
 from htam_graph.errors import UserError
 from htam_graph.llm.base import LLMError
@@ -21,7 +21,7 @@ from htam_graph.loop.optimizer import Optimizer
 from htam_graph.loop.records import RunSummary, StepRecord
 from htam_graph.loop.runs import check_run_id, create_run, open_run, task_context
 from htam_graph.memory import open_store
-from htam_graph.memory.models import RunConfig
+from htam_graph.memory.models import RunConfig, best_step
 from htam_graph.runner.jobs import EvalConfig
 from htam_graph.vocab import Method
 
@@ -227,19 +227,21 @@ def _live(console: Console, record: StepRecord, summary: RunSummary) -> None:
     fallback = " (strategy by record)" if record.local_fallback else ""
     console.print(
         f"{record.index + 1}/{summary.steps_planned} {escape(_strategy(record.global_id, record.local_id))}"
-        f"{fallback}: [{colour}]{record.verdict.value}[/]{speed}, best {summary.best_speedup:.2f}x, "
+        f"{fallback}: [{colour}]{record.verdict.value}[/]{speed}, best {best_text(summary.best_speedup)}, "
         f"{tokens:,} tokens, {_dollars(summary.usage.cost_usd)}",
         highlight=False,
     )
 
 
 def _final(console: Console, summary: RunSummary) -> None:
+    so_far = [best_step(summary.trajectory[: n + 1]) for n in range(len(summary.trajectory))]
     rows = [
         (
-            t.index + 1, _strategy(t.global_id, t.local_id), t.verdict.value, t.speedup, t.reward, t.best_after,
+            t.index + 1, _strategy(t.global_id, t.local_id), t.verdict.value, t.speedup, t.reward,
+            best.speedup if best is not None else None,
             t.input_tokens + t.cache_write_tokens, t.cache_read_tokens, t.output_tokens, _dollars(t.cost_usd),
         )
-        for t in summary.trajectory
+        for t, best in zip(summary.trajectory, so_far)
     ]  # fmt: skip
     print_table(
         f"{summary.run_id}: {summary.task_id}, {summary.method.value} ({summary.evaluator})",
@@ -251,16 +253,17 @@ def _final(console: Console, summary: RunSummary) -> None:
     if summary.events:  # fallbacks and cut-off answers: counted, never silent
         events = ", ".join(f"{kind} x{n}" for kind, n in summary.events.items())
         console.print(f"[yellow]LLM events: {escape(events)}[/]", highlight=False)
-    best = f"{summary.best_speedup:.3f}x over eager" + (
-        f" (step {summary.best_step + 1})" if summary.best_step is not None else ""
-    )
+    best = "no correct candidate"
+    if summary.best_speedup is not None and summary.best_step is not None:
+        best = f"best {best_text(summary.best_speedup, 3)} over eager (step {summary.best_step + 1})"
     cost = summary.usage.cost_usd
     console.print(
-        f"best {best}; {summary.steps_done}/{summary.steps_planned} steps, {summary.stopped}; "
+        f"{best}; {summary.steps_done}/{summary.steps_planned} steps, {summary.stopped}; "
         f"{_dollars(cost) if cost is not None else 'cost unknown (no price for the model)'}",
         highlight=False,
     )
-    console.print(f"run folder: {escape(summary.folder)} (best kernel: best.py)", highlight=False)
+    written = " (best kernel: best.py)" if summary.best_step is not None else ""  # none without a correct one
+    console.print(f"run folder: {escape(summary.folder)}{written}", highlight=False)
 
 
 def _dollars(cost: float | None) -> str:

@@ -152,9 +152,11 @@ def runs_cmd(by_method: bool, run_id: str | None, min_count: int, fmt: Format) -
         raise UserError("--by-method compares all runs and --run shows one: give one of them")
     with _store() as store:
         if run_id:
+            # steps are numbered from 1 in every output (the memory's index counts from 0)
             df = analytics.trajectory(store, run_id)
+            df = df.assign(index=df["index"] + 1).rename(columns={"index": "step"})
             columns = [
-                _num("index", "index", "d"),
+                _num("step", "step", "d"),
                 Column("direction/strategy", _strategy, numeric=False),
                 _text("verdict"),
                 _num("speedup", "speedup", ".2f"),

@@ -16,6 +16,15 @@ of the call it answers and is consumed in order among the responses for that tem
         reasoning: optional thinking, kept with the completion
         truncated: true               # optional: the answer was cut off at max_tokens
 
+A run folder's responses.yaml also records the run's path, so that replaying it takes the
+same directions and strategies whatever the memory now holds and whatever the run is named
+(the policy's draws depend on both), and the kernel it started from, if any:
+
+    start: |                          # optional: the start kernel the backend gave
+      import torch ...
+    steps:                            # optional: per step, in order, what the method chose
+      - {global_id: memory_access, local_id: memory_access.vectorized_float4}
+
 A structured call takes `answer` (validated against the call's schema) or a `text` that
 must parse as that answer, so a recorded invalid answer fails again on replay. Usage and
 cost are zero. `ScriptWriter` writes a run's responses in this format as they come.
@@ -61,10 +70,21 @@ class ScriptEntry(BaseModel):
         return self
 
 
+class ScriptStep(BaseModel):
+    """What a recorded step chose (None where its method chooses nothing)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    global_id: str | None = None
+    local_id: str | None = None
+
+
 class Script(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     responses: list[ScriptEntry] = []
+    start: str | None = None
+    steps: list[ScriptStep] = []
 
     def write(self, path: Path) -> None:
         """Write the script atomically (a reader sees the old file or the new one), code
@@ -86,11 +106,12 @@ class ScriptClient(LLMClient):
         self.model = path.name
         # Per template, its responses in order, each with its text (from `file` too) or answer.
         self._queues: dict[str, list[ScriptEntry]] = {}
-        for entry in _load(path).responses:
+        for entry in (loaded := _load(path)).responses:
             if entry.file is not None:
                 entry = entry.model_copy(update={"text": _read_side_file(path, entry.file), "file": None})
             self._queues.setdefault(entry.template, []).append(entry)
         self._used: dict[str, int] = {}
+        self._start, self._steps = loaded.start, loaded.steps
         self._lock = threading.Lock()  # concurrent calls must not replay one response twice
 
     def check(self) -> None:
@@ -105,6 +126,14 @@ class ScriptClient(LLMClient):
         if entry.answer is None:
             return parse_answer(schema, completion), completion
         return validate_answer(schema, entry.answer, completion), completion
+
+    def start_kernel(self, task_source: str) -> str | None:
+        """The recorded run's start kernel, when it had one."""
+        return self._start
+
+    def recorded_step(self, index: int) -> ScriptStep | None:
+        """What step `index` (from 0) of the recorded run chose; None when not recorded."""
+        return self._steps[index] if index < len(self._steps) else None
 
     def has(self, template: str) -> bool:
         """Whether the script answers calls of `template` at all."""

@@ -20,7 +20,7 @@ from typing import Literal, Protocol, Self
 from pydantic import BaseModel, Field, ValidationError
 
 from htam_graph.errors import UserError
-from htam_graph.runner.build import gpu_arch
+from htam_graph.runner.build import find_nvcc, gpu_arch
 from htam_graph.runner.evaluate import Evaluator, Progress, precheck
 from htam_graph.runner.jobs import EvalConfig
 from htam_graph.runner.models import EvalResult, Timing, Verdict
@@ -100,6 +100,7 @@ class StandInEvaluator(HoldsNothing):
     device = STAND_IN_DEVICE
 
     def __init__(self) -> None:
+        find_nvcc()  # its builds are real: a machine without nvcc is told so before a run starts
         self.target = f"an NVIDIA GPU of architecture {gpu_arch()}"
 
     def evaluate(self, task: Task, source: str) -> EvalResult:

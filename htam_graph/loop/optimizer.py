@@ -21,8 +21,9 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from htam_graph.config import ScoringParams
+from htam_graph.errors import UserError
 from htam_graph.llm.base import InvalidAnswer, LLMClient, Prompt, Usage
-from htam_graph.llm.script import Script, ScriptClient, ScriptEntry
+from htam_graph.llm.script import Script, ScriptClient, ScriptEntry, ScriptStep
 from htam_graph.loop.evaluators import CandidateEvaluator
 from htam_graph.loop.extract import extract_candidate
 from htam_graph.loop.records import (
@@ -47,7 +48,7 @@ from htam_graph.loop.state import (
     TransitionView,
     code_diff,
 )
-from htam_graph.memory.models import GlobalScore, StepUpdate, TaskRecord, utcnow
+from htam_graph.memory.models import GlobalScore, StepUpdate, TaskRecord, best_step, utcnow
 from htam_graph.memory.store import MemoryStore
 from htam_graph.policy.policy import SoftmaxPolicy, with_probabilities
 from htam_graph.runner.models import EvalResult, Feedback
@@ -204,8 +205,7 @@ class Optimizer:
         return total
 
     def summary(self, stopped: str) -> RunSummary:
-        best = max((s for s in self.steps if s.verdict == Verdict.OK), key=lambda s: s.speedup or 0.0, default=None)
-        best_speedup = max([1.0, self._start_speedup() or 1.0, *(s.best_after for s in self.steps)])
+        best = best_step(self.steps)
         return RunSummary(
             run_id=self.run_record.id,
             task_id=self.task.id,
@@ -215,8 +215,8 @@ class Optimizer:
             folder=str(self.folder),
             steps_done=len(self.steps),
             steps_planned=self.planned,
-            best_speedup=best_speedup,
-            best_step=best.index if best is not None and best.best_after > 1.0 else None,
+            best_speedup=best.speedup if best is not None else None,
+            best_step=best.index if best is not None else None,
             correct=best is not None,
             usage=self.usage(),
             stopped=stopped,
@@ -365,12 +365,32 @@ class Optimizer:
 
     # -- direction ------------------------------------------------------------------------
     def _direction(self, state: StepState) -> Direction:
+        """The method's choice; a replayed run (a script that recorded its path) takes the
+        recorded one, so the replay follows the run whatever the memory or the run id."""
+        recorded = self.client.recorded_step(state.step_index) if isinstance(self.client, ScriptClient) else None
+        direction = self._choose_direction(state, recorded)
+        if recorded is None or recorded.global_id is None:
+            return direction
+        globals_ = {g.id: g for g in self.store.get_globals()}
+        if direction.glob is None or direction.glob.id != recorded.global_id:
+            if recorded.global_id not in globals_:
+                raise UserError(f"script step {state.step_index + 1}: no global {recorded.global_id!r} in this memory")
+            direction.glob = GlobalView.of(globals_[recorded.global_id])
+        if recorded.local_id is not None and (direction.local is None or direction.local.id != recorded.local_id):
+            views = {loc.id: LocalView.of(loc) for loc in self.store.get_locals(recorded.global_id)}
+            if recorded.local_id not in views:
+                raise UserError(f"script step {state.step_index + 1}: no local {recorded.local_id!r} in this memory")
+            direction.local = views[recorded.local_id]
+        return direction
+
+    def _choose_direction(self, state: StepState, recorded: ScriptStep | None) -> Direction:
         if self.method in SCORED:
             prefix = [] if self.method == Method.HTAM_NO_PREFIX else self._prefix()
             scores = self.store.score(prefix, self.params, self.condition_on)
             offered = self._offered(state, [s.global_id for s in scores])
             scores = with_probabilities(scores, self.params.tau, offered)
-            chosen = self.policy.choose(scores, state.step_index, offered)
+            replayed = [s for s in scores if recorded is not None and s.global_id == recorded.global_id]
+            chosen = replayed[0] if replayed else self.policy.choose(scores, state.step_index, offered)
             glob = next(g for g in self.store.get_globals() if g.id == chosen.global_id)
             direction = Direction(
                 glob=GlobalView.of(glob, chosen),
@@ -462,7 +482,7 @@ class Optimizer:
             error = f"{answer.local_id!r} is not one of the offered strategies"
             self._calls.append(CallRecord.of(prompt, completion, error=error))
         log.warning(
-            "step %d: no valid strategy choice after a retry; took %s by its record", state.step_index, by_record.id
+            "step %d: no valid strategy choice after a retry; took %s by its record", state.step_index + 1, by_record.id
         )
         return by_record, True
 
@@ -529,7 +549,7 @@ class Optimizer:
         if not note:  # a counted event (StepRecord.events), never a silent empty note
             why = "cut off while reasoning" if completion.truncated else "an empty answer"
             self._calls.append(CallRecord.of(prompt, completion, error=f"no note ({why}); the template's note is kept"))
-            log.warning("step %d: the reflection gave no note (%s); kept the template's note", len(self.steps), why)
+            log.warning("step %d: the reflection gave no note (%s); kept the template's note", len(self.steps) + 1, why)
             return fallback
         self._calls.append(CallRecord.of(prompt, completion))
         return note
@@ -565,16 +585,18 @@ class Optimizer:
         name = f"{record.index:03d}"
         if record.final.source is not None:
             atomic_write(self.folder / "candidates" / f"{name}.py", record.final.source)
-        if record.best_after > record.best_before and record.final.source is not None:
+        steps = [*self.steps, record]
+        if best_step(steps) is record and record.final.source is not None:  # the run's best, as reported
             atomic_write(self.folder / "best.py", record.final.source)
         atomic_write(self.folder / "steps" / f"{name}.json", record.model_dump_json(indent=1))
-        steps = [*self.steps, record]
         entries = [
             ScriptEntry(template=call.template, text=call.text, reasoning=call.reasoning, truncated=call.truncated)
             for step in steps
             for call in step.calls
         ]
-        Script(responses=entries).write(self.folder / "responses.yaml")
+        path = [ScriptStep(global_id=step.global_id, local_id=step.local_id) for step in steps]
+        start = self.start.source if self.start is not None else None
+        Script(responses=entries, start=start, steps=path).write(self.folder / "responses.yaml")
 
 
 def load_steps(folder: Path) -> list[StepRecord]:

@@ -2,7 +2,7 @@
 
 A run folder (`<out>/<run id>/`) holds `run.json` (the manifest), `steps/NNN.json` (one
 record per completed step, written atomically before the step reaches the memory),
-`candidates/NNN.py` (each step's code), `best.py` (the best kernel, a ready-to-use
+`candidates/NNN.py` (each step's code), `best.py` (the run's best, its fastest correct candidate: a ready-to-use
 `ModelNew` file), `trajectory.json` (the run at a glance) and `responses.yaml` (every LLM
 answer in the script backend's format, so `--llm script` replays the run exactly).
 """
@@ -161,8 +161,10 @@ class RunSummary(BaseModel):
     folder: str
     steps_done: int
     steps_planned: int
-    best_speedup: float = Field(description="1.0 when no candidate beat the reference")
-    best_step: int | None
+    best_speedup: float | None = Field(
+        description="the fastest correct candidate's speedup over eager (memory.models.best_step); None: none correct"
+    )
+    best_step: int | None = Field(description="its step (from 0)")
     correct: bool = Field(description="some candidate was judged ok")
     usage: Usage
     stopped: str = Field(description="why the run ended: done, max cost, ...")

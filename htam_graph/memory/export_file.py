@@ -43,7 +43,23 @@ def _refuse_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not a finite number")
 
 
-_DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
+class _LongInteger:
+    """An integer literal too long to convert (Python's limit is 4300 digits): a value no
+    field accepts, so the record's validation refuses it naming the field that holds it."""
+
+    def __init__(self, digits: int) -> None:
+        self.digits = digits
+
+    def __repr__(self) -> str:
+        return f"<an integer of {self.digits} digits>"
+
+
+def _parse_int(text: str) -> int | _LongInteger:
+    digits = len(text.lstrip("-"))
+    return int(text) if digits <= 4300 else _LongInteger(digits)
+
+
+_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_int=_parse_int)
 
 
 def write_export(items: Iterable[SnapshotItem], out: IO[str]) -> dict[Section, int]:

@@ -7,9 +7,9 @@ Both stores (Neo4j and the embedded SQLite file) read and write exactly these sh
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
@@ -222,6 +222,26 @@ class RunRecord(Record):
     started_at: datetime = Field(default_factory=utcnow)
 
 
+class JudgedStep(Protocol):
+    @property
+    def verdict(self) -> Verdict: ...
+    @property
+    def speedup(self) -> float | None: ...
+
+
+S = TypeVar("S", bound=JudgedStep)
+
+
+def best_step(steps: Iterable[S]) -> S | None:
+    """A run's best, as every output reports it (the run's summary and its JSON, the bench's
+    progress and report, `htam stats`): its fastest correct candidate, the ok step with the
+    highest speedup over eager (below 1.0 too); None when no candidate was correct, which
+    aggregates count as the reference's 1.0 (KernelBench's convention). The reward's base
+    (best_before/best_after) starts at the reference's 1.0 instead (docs/method.md)."""
+    correct = [s for s in steps if s.verdict == Verdict.OK and s.speedup is not None]
+    return max(correct, key=lambda s: s.speedup or 0.0, default=None)
+
+
 class StepUpdate(Record):
     """Everything one optimization step writes back, applied atomically and idempotently by id.
 
@@ -370,6 +390,7 @@ class SnapshotChecker:
         self._tasks: set[str] = set()
         self._runs: dict[str, str] = {}  # id -> its task
         self._steps: set[str] = set()
+        self._indexes: dict[str, set[int]] = {}  # run id -> its steps' indexes
         self._evidence: dict[str, str] = {}  # step id -> the local whose evidence names it
 
     def add(self, section: Section, record: SnapshotRecord) -> None:
@@ -436,6 +457,10 @@ class SnapshotChecker:
             raise ValueError(f"{where}: unknown run {step.run_id!r}")
         if step.task_id != run_task:
             raise ValueError(f"{where}: task {step.task_id!r} is not its run's task {run_task!r}")
+        indexes = self._indexes.setdefault(step.run_id, set())
+        if step.index in indexes:  # two steps at one index: the run's order and NEXT chain would break
+            raise ValueError(f"{where}: field index: run {step.run_id!r} already has a step at index {step.index}")
+        indexes.add(step.index)
         for g in (step.global_id, *step.prefix) if step.global_id is not None else ():
             if g not in self._globals:
                 raise ValueError(f"{where}: unknown global {g!r}")

@@ -151,6 +151,7 @@ class SQLiteStore(MemoryStore):
 
     def __init__(self, path: Path):
         self.path = Path(path).expanduser()
+        self._created = not self.path.exists()
         try:
             _private_file(self.path)
             self._db = sqlite3.connect(self.path, isolation_level=None, timeout=60.0)
@@ -162,6 +163,21 @@ class SQLiteStore(MemoryStore):
 
     def close(self) -> None:
         self._db.close()
+
+    def __exit__(self, *exc: object) -> None:
+        # A command that failed leaves no empty memory file behind where there was none.
+        discard = exc[0] is not None and self._created and self._is_empty()
+        self.close()
+        if discard:
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+
+    def _is_empty(self) -> bool:
+        try:
+            tables = [r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+            return not any(self._db.execute(f'SELECT 1 FROM "{t}" LIMIT 1').fetchone() for t in tables)
+        except sqlite3.Error:
+            return False
 
     def describe(self) -> str:
         return str(self.path)

@@ -78,7 +78,7 @@ def find_nvcc(settings: Settings | None = None) -> Path:
     toolkit = Path("/usr/local/cuda/bin/nvcc")
     if toolkit.is_file():
         return toolkit
-    raise UserError("nvcc not found: set HTAM_NVCC, put nvcc on PATH, or install the extra `htam-graph[nvcc]`")
+    raise UserError("nvcc not found: set HTAM_NVCC, put nvcc on PATH, or `pip install htam-graph[nvcc]`")
 
 
 def _pip_nvcc_candidates() -> list[Path]:

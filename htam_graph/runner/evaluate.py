@@ -24,7 +24,7 @@ from htam_graph.errors import UserError
 from htam_graph.runner import sandbox
 from htam_graph.runner.build import BuildSettings, build_cubin, gpu_arch
 from htam_graph.runner.builder import candidate_readable
-from htam_graph.runner.formats import detect_format, static_cuda_sources
+from htam_graph.runner.formats import candidate_problem, detect_format, static_cuda_sources
 from htam_graph.runner.jobs import EvalConfig, Job, RefereeInfo
 from htam_graph.runner.models import BuildResult, EvalResult, Verdict
 from htam_graph.runner.pool import Referee, RefereeGone, visible_gpu_count
@@ -187,6 +187,8 @@ def precheck(task: TaskLike, candidate: CandidateLike, build: BuildSettings | No
         verdict=Verdict.CHECKED,
         sandboxed=build.sandbox,
     )
+    if problem := candidate_problem(job.candidate_source):  # what loading it would report
+        return result.model_copy(update={"verdict": Verdict.LOAD_ERROR, "errors": problem})
     dtype = str(task_dtype(job.task.load_module())).removeprefix("torch.")
     if found := static_check(job.candidate_source, dtype, job.fmt):
         errors = "; ".join(f.detail for f in found)

@@ -19,6 +19,29 @@ def detect_format(source: str) -> CandidateFormat:
     return "native"
 
 
+def candidate_problem(source: str) -> str | None:
+    """Why `source` cannot be a candidate at all, read without importing it (an empty file,
+    one that does not parse, one with no module-level ModelNew); None when it can."""
+    if not source.strip():
+        return "the file is empty; a candidate defines class ModelNew"
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as e:
+        return f"line {e.lineno}: SyntaxError: {e.msg}"
+    except ValueError as e:  # null bytes
+        return f"not Python source: {e}"
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == "ModelNew":
+            return None
+        if isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == "ModelNew" for t in targets):
+                return None
+        if isinstance(node, ast.ImportFrom) and any((a.asname or a.name) == "ModelNew" for a in node.names):
+            return None
+    return "defines no ModelNew at module level; a candidate defines class ModelNew"
+
+
 def static_cuda_sources(source: str) -> list[str]:
     """The strings assigned to module-level CUDA_SRC* names, for building ahead: literals,
     and concatenations of literals and of module-level names bound to them.

@@ -23,6 +23,7 @@ from htam_graph.bench.metrics import per_family, task_metrics, unseen_progress
 from htam_graph.bench.plan import BenchManifest, Layout, streams
 from htam_graph.bench.report import per_task_table, write_report
 from htam_graph.bench.results import collect, task_family
+from htam_graph.bench.worker import read_snapshot
 from htam_graph.cli import cli
 from htam_graph.errors import UserError
 from htam_graph.memory.sqlite_store import SQLiteStore
@@ -201,7 +202,7 @@ def test_the_report_says_where_its_numbers_come_from(finished):
 
 
 def _without_times(export: Path) -> dict:
-    snapshot = json.loads(export.read_text())
+    snapshot = read_snapshot(export)[0].model_dump(mode="json")
     for run in snapshot["runs"]:
         run.pop("started_at")
     for step in snapshot["steps"]:
@@ -265,7 +266,8 @@ def test_a_killed_bench_continues_where_it_stopped_and_runs_nothing_twice(finish
 def test_a_bench_starts_each_memory_from_an_export(finished, tmp_path):
     """--memory-from with the script backend: the imported runs are in the new memory."""
     source = finished[0] / "memory" / "htam-s0.json"
-    imported = json.loads(source.read_text())
+    imported, _ = read_snapshot(source)  # the bench wrote it as `htam memory export` does
+    assert json.loads(source.read_text().splitlines()[0]) == {"format": "htam-graph/memory", "version": 3}
     out = tmp_path / "out"
     done = htam(
         "bench",
@@ -290,8 +292,8 @@ def test_a_bench_starts_each_memory_from_an_export(finished, tmp_path):
     assert done.returncode == 0, done.stderr
     with SQLiteStore(out / "memory" / "htam-s0.sqlite") as store:
         runs = {r.id for r in store.get_runs()}
-        assert len(store.get_steps()) == len(imported["steps"]) + 1
-    assert {r["id"] for r in imported["runs"]} < runs and len(runs) == len(imported["runs"]) + 1
+        assert len(store.get_steps()) == len(imported.steps) + 1
+    assert {r.id for r in imported.runs} < runs and len(runs) == len(imported.runs) + 1
     report = (out / "report.md").read_text()
     assert f"imported into each from `{source}`" in report and "replayed from a script" in report
 
@@ -366,7 +368,7 @@ def test_per_family_adds_the_supported_tasks_when_some_are_unsupported():
         (["--method", "htam,nope"], "unknown method 'nope'"),
         (["--filter", "no-such-task"], "has no tasks left after --level/--filter"),
         (["--evaluator", "gpu", "--gpus", "99"], "GPU"),
-        (["--memory-from", "BAD"], "is it an `htam memory export` file?"),
+        (["--memory-from", "BAD"], "not an htam-graph memory export"),
         (["--out", "FINISHED"], "holds another bench: its seeds: 0,1; this command's: 0"),
     ],
 )

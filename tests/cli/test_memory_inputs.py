@@ -120,6 +120,19 @@ CASES: dict[str, tuple[Callable[[Lines], Lines] | bytes | str, str]] = {
     "Infinity in a prior": (replaced('"prior":0.1', '"prior":Infinity'), "Infinity is not a finite number"),
     "1e999 in a statistic": (replaced('"reward_sum":0.0', '"reward_sum":1e999'), "finite number"),
     "an integer beyond 64 bits": (replaced('"attempts":0', f'"attempts":{2**64}'), "less than or equal to"),
+    "an integer too long to parse": (
+        replaced('"attempts":0', '"attempts":' + "9" * 5000),
+        "line 2: globals field attempts: Input should be a valid integer",
+    ),
+    "an integer too long to parse in a step": (
+        replaced('"index":0', '"index":' + "1" * 5000, section="steps"),
+        "steps field index: Input should be a valid integer",
+    ),
+    # two steps of one run at one index (the run would show two steps 0 and none at 1)
+    "two steps of a run at one index": (
+        step_set(index=0),
+        "line 82: step 'run-1:1': field index: run 'run-1' already has a step at index 0",
+    ),
     "a sum its count cannot reach": (replaced('"reward_sum":0.0', '"reward_sum":5.0'), "exceeds what 0 attempts"),
     "1e999 in a run's own settings": (
         replaced('"steps":3', '"steps":3,"temperature":1e999', section="runs"),

@@ -15,6 +15,8 @@ Protocol (fixed before any outcome was seen; written into the report):
 - metric: per method and seed, the geometric mean over test tasks of the best speedup over
   eager (a task without a correct kernel counts 1.0); mean and 95% CI over seeds (t), and
   paired differences of log geomeans with bootstrap 95% CIs (10,000 resamples of seeds).
+- methods: memory methods htam, htam-no-prefix and flat (flat added once it retrieved by
+  similarity, docs/method.md), controls random, feedback, expert; --methods runs a subset;
 - expert is the catalog's hand-written order per family: an oracle, reported as one.
 
     python bench/bench_memory_value.py --table bench/results/table-.../table.parquet --seeds 10 --out OUT
@@ -35,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parent.parent
-MEMORY = ["htam", "htam-no-prefix"]
+MEMORY = ["htam", "htam-no-prefix", "flat"]
 CONTROLS = ["random", "feedback", "expert"]
 
 
@@ -91,14 +93,17 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=6)
     p.add_argument("--tau", type=float, default=0.5)
     p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--methods", default=",".join([*MEMORY, *CONTROLS]), help="comma-separated; default: all")
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args()
+    chosen = args.methods.split(",")
+    memory, controls = [m for m in MEMORY if m in chosen], [m for m in CONTROLS if m in chosen]
     began = time.monotonic()
     args.out.mkdir(parents=True, exist_ok=True)
-    bench(args.out / "fresh", args.test, [*MEMORY, *CONTROLS], args.seeds, args)
-    bench(args.out / "train", args.train, MEMORY, args.seeds, args)
+    bench(args.out / "fresh", args.test, [*memory, *controls], args.seeds, args)
+    bench(args.out / "train", args.train, memory, args.seeds, args)
     # each method and seed starts from its own trained memory (train/memory/htam-s3.json, ...)
-    bench(args.out / "trained", args.test, MEMORY, args.seeds, args, "--memory-from", str(args.out / "train/memory"))
+    bench(args.out / "trained", args.test, memory, args.seeds, args, "--memory-from", str(args.out / "train/memory"))
     trained = runs(args.out / "trained")
     trained["method"] = trained["method"] + " (trained)"
     frame = pd.concat([runs(args.out / "fresh"), trained], ignore_index=True)
@@ -111,8 +116,8 @@ def main() -> None:
         rows.append({"method": method, "seeds": len(series), "geomean": math.exp(m), "ci_lo": math.exp(lo),
                      "ci_hi": math.exp(hi), "oracle": method == "expert"})  # fmt: skip
     pairs = []
-    for a in ["htam (trained)", "htam", "htam-no-prefix (trained)"]:
-        for b in ["random", "feedback", "expert", "htam", "htam-no-prefix", "htam-no-prefix (trained)"]:
+    for a in ["htam (trained)", "htam", "htam-no-prefix (trained)", "flat (trained)", "flat"]:
+        for b in ["random", "feedback", "expert", "htam", "htam-no-prefix", "htam-no-prefix (trained)", "flat"]:
             if a == b or a not in by or b not in by:
                 continue
             seeds = by[a].index.intersection(by[b].index)

@@ -10,6 +10,7 @@ resumes without redoing or double-counting a finished step.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import logging
@@ -48,7 +49,7 @@ from htam_graph.loop.state import (
     TransitionView,
     code_diff,
 )
-from htam_graph.memory.models import GlobalScore, StepUpdate, TaskRecord, best_step, utcnow
+from htam_graph.memory.models import CHANGE_MAX, GlobalScore, SimilarStep, StepUpdate, TaskRecord, best_step, utcnow
 from htam_graph.memory.store import MemoryStore
 from htam_graph.policy.policy import SoftmaxPolicy, with_probabilities
 from htam_graph.runner.models import EvalResult, Feedback
@@ -62,7 +63,8 @@ START = "start.json"  # the generator's start kernel and its judgement, in the r
 CODE_MAX_TOKENS = 16000
 CHOICE_MAX_TOKENS = 1000
 NOTE_MAX_TOKENS = 300
-FLAT_TOP_K = 5  # past steps the flat-memory baseline shows
+FLAT_TOP_K = 5  # past steps the flat-memory baseline shows in the prompts
+FLAT_RETRIEVE = 256  # past steps the flat-memory baseline weighs to choose a strategy
 HIERARCHY_FREE_LOCALS = 8  # locals htam-no-hierarchy offers, ranked by their own record
 REPAIRABLE = {Verdict.COMPILE_ERROR}
 
@@ -278,6 +280,8 @@ class Optimizer:
             verdict=feedback.verdict,
             candidate_sha256=_sha256(final.source) if final.source is not None else None,
             parent_id=f"{self.run_record.id}:{state.best.step_index}" if state.best.step_index is not None else None,
+            parent_sha256=_sha256(self._parent_source(state)),
+            change=_change(self._parent_source(state), final.source),
             speedup=speedup,
             best_before=best_before,
             best_after=best_after,
@@ -415,7 +419,7 @@ class Optimizer:
             glob = next(g for g in self.store.get_globals() if g.id == local.global_id)
             return Direction(glob=GlobalView.of(glob), local=local, local_fallback=fallback, offered=offered)
         if self.method == Method.FLAT:
-            return Direction(retrieved=self._similar_steps())
+            return self._flat(state)
         if self.method in (Method.RANDOM, Method.FEEDBACK):
             return self._control(state)
         return Direction()
@@ -432,8 +436,7 @@ class Optimizer:
         views = {v.id: v for v in (LocalView.of(loc) for loc in self.store.get_locals())}
         pool = [sid for sid in (can if can is not None else sorted(views)) if sid in views]
         if self.method == Method.FEEDBACK:
-            best = state.best.step_index if state.best.source is not None else None
-            tried = {p.local_id for p in state.path if best is None or p.index > best}
+            tried = _tried_since_best(state)
             pool = [sid for sid in pool if sid not in tried] or pool
         if not pool:
             return Direction()
@@ -486,12 +489,33 @@ class Optimizer:
         )
         return by_record, True
 
-    def _similar_steps(self) -> list[RetrievedStep]:
-        """The flat baseline's memory: past steps of this task first, then others, best first."""
-        return [
-            RetrievedStep(task_id=s.task_id, local_id=s.local_id, verdict=s.verdict, speedup=s.speedup, note=s.note)
-            for s in self.store.best_steps(self.task.id, exclude_run=self.run_record.id, limit=FLAT_TOP_K)
-        ]
+    def _flat(self, state: StepState) -> Direction:
+        """The flat-memory baseline (docs/method.md, "flat"): the past steps most similar to this
+        one, weighted by similarity tier; the FLAT_TOP_K most similar go into the prompts. With a
+        generator that names its strategies (the catalog), the untried strategy on offer with the
+        highest value V(s) = sum w*r / (sum w + alpha) over the retrieved steps that took s, ties
+        in an order drawn by the run; a language model chooses its own change."""
+        similar = self.store.similar_steps(
+            self.task.id, self.family, _sha256(self._parent_source(state)), self.run_record.id, FLAT_RETRIEVE
+        )
+        retrieved = [RetrievedStep.of(s) for s in similar[:FLAT_TOP_K]]
+        can = self.client.strategies(_jsonable({"state": state})["state"])
+        if can is None:
+            return Direction(retrieved=retrieved)
+        views = {v.id: v for v in (LocalView.of(loc) for loc in self.store.get_locals())}
+        pool = [sid for sid in can if sid in views]
+        if not pool:
+            return Direction(retrieved=retrieved)
+        tried = _tried_since_best(state)
+        pool = [sid for sid in pool if sid not in tried] or pool
+        chosen = flat_choice(pool, similar, self.params.alpha, self.policy.rng(state.step_index, "flat"))
+        local = views[chosen]
+        glob = next(g for g in self.store.get_globals() if g.id == local.global_id)
+        return Direction(glob=GlobalView.of(glob), local=local, retrieved=retrieved)
+
+    def _parent_source(self, state: StepState) -> str:
+        """The code this step modifies: the candidate it builds on, or the reference."""
+        return state.base.source if state.base.source is not None else self.task.source
 
     # -- candidates -----------------------------------------------------------------------
     def _generate(self, state: StepState, direction: Direction) -> Attempt:
@@ -664,6 +688,42 @@ def _error_class(result: EvalResult | None) -> str | None:
     if result.cheats:
         return result.cheats[0].kind.value
     return None if result.verdict == Verdict.OK else result.verdict.value
+
+
+def flat_values(similar: list[SimilarStep], alpha: float) -> dict[str, float]:
+    """The flat baseline's value of each strategy the retrieved steps took:
+    V(s) = sum w*r / (sum w + alpha) over those steps (a strategy none took has V = 0)."""
+    num: dict[str, float] = {}
+    den: dict[str, float] = {}
+    for s in similar:
+        if s.step.local_id is None:
+            continue
+        num[s.step.local_id] = num.get(s.step.local_id, 0.0) + s.weight * s.step.reward
+        den[s.step.local_id] = den.get(s.step.local_id, 0.0) + s.weight
+    return {sid: num[sid] / (den[sid] + alpha) for sid in num}
+
+
+def flat_choice(pool: list[str], similar: list[SimilarStep], alpha: float, rng: random.Random) -> str:
+    """The strategy of `pool` with the highest flat value, ties in an order drawn by `rng`."""
+    values = flat_values(similar, alpha)
+    shuffled = list(pool)
+    rng.shuffle(shuffled)
+    return max(shuffled, key=lambda sid: values.get(sid, 0.0))
+
+
+def _tried_since_best(state: StepState) -> set[str]:
+    """The strategies the run tried since its best was set (all of them before one was)."""
+    best = state.best.step_index if state.best.source is not None else None
+    return {p.local_id for p in state.path if p.local_id and (best is None or p.index > best)}
+
+
+def _change(parent: str, source: str | None) -> str:
+    """What a step changed: its candidate as a unified diff against its parent, cut to CHANGE_MAX
+    characters ('' without a candidate)."""
+    if source is None:
+        return ""
+    diff = "".join(difflib.unified_diff(parent.splitlines(True), source.splitlines(True), "parent", "candidate", n=1))
+    return diff[: CHANGE_MAX - 4] + "\n..." if len(diff) > CHANGE_MAX else diff
 
 
 def _sha256(source: str) -> str:

@@ -11,7 +11,7 @@ import difflib
 
 from pydantic import BaseModel, Field
 
-from htam_graph.memory.models import Evidence, GlobalNode, GlobalScore, LocalNode, StepUpdate, Transition
+from htam_graph.memory.models import Evidence, GlobalNode, GlobalScore, LocalNode, SimilarStep, StepUpdate, Transition
 from htam_graph.memory.outcome import COUNTER_NAMES, Counters
 from htam_graph.memory.scoring import FamilyEvidence, shrink
 from htam_graph.runner.models import Feedback
@@ -196,13 +196,24 @@ class PathEntry(BaseModel):
 
 
 class RetrievedStep(BaseModel):
-    """A past step of any run, shown by the flat-memory baseline."""
+    """A past step of any run, shown by the flat-memory baseline with its similarity weight."""
 
     task_id: str
     local_id: str | None
     verdict: Verdict
     speedup: float | None
+    reward: float
+    weight: float
     note: str
+    change: str = ""
+
+    @classmethod
+    def of(cls, similar: SimilarStep) -> RetrievedStep:
+        s = similar.step
+        return cls(
+            task_id=s.task_id, local_id=s.local_id, verdict=s.verdict, speedup=s.speedup, reward=s.reward,
+            weight=similar.weight, note=s.note, change=s.change,
+        )  # fmt: skip
 
 
 class Candidate(BaseModel):

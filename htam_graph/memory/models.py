@@ -187,6 +187,9 @@ class Transition(Counters):
         return self
 
 
+CHANGE_MAX = 3000  # characters of a step's `change` kept
+
+
 class TaskRecord(Record):
     id: Id
     name: Text = ""
@@ -265,6 +268,10 @@ class StepUpdate(Record):
         None, pattern=r"^[0-9a-f]{64}$", description="content hash of the candidate: links to its EvalResult"
     )
     parent_id: Id | None = Field(None, description="the step whose candidate this one evolved from")
+    parent_sha256: str | None = Field(
+        None, pattern=r"^[0-9a-f]{64}$", description="content hash of the kernel this step modified (flat retrieval)"
+    )
+    change: str = Field("", max_length=CHANGE_MAX, description="what the step changed: a diff against its parent")
     speedup: float | None = Field(None, gt=0, description="this candidate's speedup (ok verdicts only)")
     best_before: float | None = Field(None, gt=0, description="the run's best speedup before this step")
     best_after: float | None = Field(None, gt=0, description="the run's best speedup after this step")
@@ -344,6 +351,33 @@ class StepUpdate(Record):
             dn[k] += 1
             dr[k] += self.reward
         return deltas
+
+
+# The flat baseline's similarity tiers (docs/method.md, "flat"): a past step's weight.
+SAME_PARENT_WEIGHT = 1.0  # same task, same parent kernel
+SAME_TASK_WEIGHT = 0.5
+SAME_FAMILY_WEIGHT = 0.25
+OTHER_WEIGHT = 0.125
+
+
+def similarity_weight(
+    step_task: str, step_parent: str | None, step_family: str | None, task_id: str, family: str | None,
+    parent_sha256: str | None,
+) -> float:  # fmt: skip
+    """The weight of a past step (its task, parent kernel and task family) for a step of
+    `task_id` (of `family`) that modifies the kernel `parent_sha256`; what the stores compute."""
+    if step_task == task_id:
+        return SAME_PARENT_WEIGHT if parent_sha256 is not None and step_parent == parent_sha256 else SAME_TASK_WEIGHT
+    if family is not None and step_family == family:
+        return SAME_FAMILY_WEIGHT
+    return OTHER_WEIGHT
+
+
+class SimilarStep(BaseModel):
+    """A past step retrieved by the flat baseline with its similarity weight (docs/method.md)."""
+
+    step: StepUpdate
+    weight: float
 
 
 class GlobalScore(BaseModel):

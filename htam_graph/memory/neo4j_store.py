@@ -30,6 +30,10 @@ from htam_graph.errors import UserError
 from htam_graph.memory.models import (
     MAX_DISTANCE,
     MAX_EVIDENCE,
+    OTHER_WEIGHT,
+    SAME_FAMILY_WEIGHT,
+    SAME_PARENT_WEIGHT,
+    SAME_TASK_WEIGHT,
     SECTIONS,
     Evidence,
     GlobalNode,
@@ -37,6 +41,7 @@ from htam_graph.memory.models import (
     LocalNode,
     RunRecord,
     Section,
+    SimilarStep,
     SnapshotItem,
     SnapshotRecord,
     Stats,
@@ -258,8 +263,19 @@ class Neo4jStore(MemoryStore):
         return [_step(r["p"]) for r in self._read("read_steps", run_ids=[run_id])]
 
     @user_errors("reading steps")
-    def best_steps(self, task_id: str, exclude_run: str, limit: int) -> list[StepUpdate]:
-        return [_step(r["p"]) for r in self._read("best_steps", task_id=task_id, exclude_run=exclude_run, limit=limit)]
+    def similar_steps(
+        self, task_id: str, family: str | None, parent_sha256: str | None, exclude_run: str, limit: int
+    ) -> list[SimilarStep]:
+        rows = self._read(
+            "similar_steps",
+            task_id=task_id,
+            family=family,
+            parent_sha256=parent_sha256,
+            exclude_run=exclude_run,
+            limit=limit,
+            weights=[SAME_PARENT_WEIGHT, SAME_TASK_WEIGHT, SAME_FAMILY_WEIGHT, OTHER_WEIGHT],
+        )
+        return [SimilarStep(step=_step(r["p"]), weight=r["w"]) for r in rows]
 
     def iter_section(self, section: Section) -> Iterator[SnapshotRecord]:
         return streamed_user_errors(self._section(section), self.uri, "reading the memory")

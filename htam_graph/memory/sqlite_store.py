@@ -26,13 +26,18 @@ from htam_graph.config import ScoringParams
 from htam_graph.errors import UserError
 from htam_graph.memory.models import (
     MAX_EVIDENCE,
+    OTHER_WEIGHT,
     RECORD_TYPES,
+    SAME_FAMILY_WEIGHT,
+    SAME_PARENT_WEIGHT,
+    SAME_TASK_WEIGHT,
     Counters,
     GlobalNode,
     GlobalScore,
     LocalNode,
     RunRecord,
     Section,
+    SimilarStep,
     SnapshotItem,
     SnapshotRecord,
     Stats,
@@ -283,13 +288,21 @@ class SQLiteStore(MemoryStore):
         )
 
     @_user_errors
-    def best_steps(self, task_id: str, exclude_run: str, limit: int) -> list[StepUpdate]:
-        return self._all(
-            StepUpdate,
-            "SELECT data FROM steps WHERE run_id != ? ORDER BY json_extract(data, '$.task_id') != ?, "
-            "json_extract(data, '$.reward') DESC, run_id, idx, id LIMIT ?",
-            (exclude_run, task_id, limit),
-        )
+    def similar_steps(
+        self, task_id: str, family: str | None, parent_sha256: str | None, exclude_run: str, limit: int
+    ) -> list[SimilarStep]:
+        rows = self._db.execute(
+            "SELECT s.data, CASE "
+            "WHEN json_extract(s.data, '$.task_id') = ? AND ? IS NOT NULL "
+            f"AND json_extract(s.data, '$.parent_sha256') = ? THEN {SAME_PARENT_WEIGHT} "
+            f"WHEN json_extract(s.data, '$.task_id') = ? THEN {SAME_TASK_WEIGHT} "
+            f"WHEN ? IS NOT NULL AND json_extract(t.data, '$.family') = ? THEN {SAME_FAMILY_WEIGHT} "
+            f"ELSE {OTHER_WEIGHT} END AS w "
+            "FROM steps s LEFT JOIN tasks t ON t.id = json_extract(s.data, '$.task_id') "
+            "WHERE s.run_id != ? ORDER BY w DESC, s.run_id, s.idx, s.id LIMIT ?",
+            (task_id, parent_sha256, parent_sha256, task_id, family, family, exclude_run, limit),
+        ).fetchall()
+        return [SimilarStep(step=self._parse(StepUpdate, data), weight=w) for data, w in rows]
 
     def iter_section(self, section: Section) -> Iterator[SnapshotRecord]:
         model = RECORD_TYPES[section]

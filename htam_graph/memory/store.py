@@ -27,6 +27,7 @@ from htam_graph.memory.models import (
     Outcome,
     RunRecord,
     Section,
+    SimilarStep,
     SnapshotChecker,
     SnapshotItem,
     SnapshotRecord,
@@ -221,10 +222,13 @@ class MemoryStore(ABC):
     def get_steps(self, run_id: str | None = None) -> list[StepUpdate]: ...
 
     @abstractmethod
-    def best_steps(self, task_id: str, exclude_run: str, limit: int) -> list[StepUpdate]:
-        """The flat baseline's retrieval: up to `limit` steps of other runs than
-        `exclude_run`, those of `task_id` first, then by reward (highest first), then in
-        (run, index, id) order; the store does the ranking, so it never reads every step."""
+    def similar_steps(
+        self, task_id: str, family: str | None, parent_sha256: str | None, exclude_run: str, limit: int
+    ) -> list[SimilarStep]:
+        """The flat baseline's retrieval (docs/method.md, "flat"): up to `limit` steps of other
+        runs than `exclude_run`, each with its similarity weight (`similarity_weight`), the
+        highest weight first, then in (run, index, id) order; the store does the weighting and
+        ranking, so it never reads every step."""
 
     @abstractmethod
     def iter_section(self, section: Section) -> Iterator[SnapshotRecord]:

@@ -122,3 +122,17 @@ def test_the_contract_states_the_build_the_judge_runs() -> None:
 
     contract = " ".join(render("native_contract").text.split())
     assert f"nvcc -cubin {' '.join(DEFAULT_FLAGS)} -arch=sm_XY" in contract
+
+
+def test_flat_shows_the_retrieved_steps_weighted_with_their_change(tmp_path: Path) -> None:
+    """flat after a feedback run of the same task on the same memory: its generate prompts hold
+    the feedback run's steps, most similar first (same task and parent kernel: weight 1), with
+    their reward and their change as a diff (prompts/_retrieved.j2); pinned by a golden file."""
+    run_loop(Method.FEEDBACK, RecordingWriter(), tmp_path)
+    steps = prompts_of(Method.FLAT, tmp_path)
+    first = steps[0][0]
+    assert first.template == "generate" and "## Similar steps from the memory" in first.user
+    assert "- level1/19_ReLU (similarity 1.0)" in first.user and "reward " in first.user
+    assert "```diff" in first.user
+    assert "## The memory's optimization directions" not in first.static
+    golden("flat-step1-generate.txt", first.user)

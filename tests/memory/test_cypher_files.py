@@ -74,7 +74,7 @@ def test_the_store_runs_every_query_with_its_declared_parameters(neo4j_store, mo
         snap = store.export()
         store.get_locals(G[1])
         store.get_steps("run-1")
-        store.best_steps("level1/1_Toy", exclude_run="run-2", limit=5)
+        store.similar_steps("level1/1_Toy", "elementwise", "a" * 64, exclude_run="run-2", limit=5)
         store.reset()
         store.import_snapshot(snap)
         store.reset()

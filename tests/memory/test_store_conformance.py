@@ -8,7 +8,15 @@ import pytest
 
 from htam_graph.config import ScoringParams
 from htam_graph.errors import UserError
-from htam_graph.memory.models import MAX_EVIDENCE, RunConfig, RunRecord, StepUpdate, TaskRecord
+from htam_graph.memory.models import (
+    MAX_EVIDENCE,
+    RunConfig,
+    RunRecord,
+    SimilarStep,
+    StepUpdate,
+    TaskRecord,
+    similarity_weight,
+)
 from htam_graph.memory.outcome import FAILURE_COUNTER, STEP_VERDICTS
 from htam_graph.memory.scoring import score_globals
 from htam_graph.memory.seed import load_seed_bank
@@ -18,6 +26,7 @@ from htam_graph.vocab import Verdict
 BANK = load_seed_bank()
 STARTED = datetime(2026, 11, 29, 12, 0, 0, 123456, tzinfo=UTC)
 G = [g.id for g in BANK.globals]
+A_SHA, B_SHA = "a" * 64, "b" * 64  # parent kernels
 LOCAL_OF = {g: next(loc.id for loc in BANK.locals if loc.global_ == g) for g in G}
 
 
@@ -355,25 +364,45 @@ def test_transitions_keep_the_newest_notes(store):
     assert edge.notes == [f"step {i}" for i in reversed(range(3, MAX_EVIDENCE + 3))]
 
 
-def test_best_steps_rank_this_task_first_then_reward(store):
-    """The flat baseline's retrieval, ranked by the store, equals the same ranking of
-    every step in Python (stable over (run, index, id) order)."""
+def test_similar_steps_weigh_by_tier_and_rank_on_the_store(store):
+    """The flat baseline's retrieval (docs/method.md, "flat"): every step of another run with
+    its tier's weight (same task and parent kernel 1, same task 1/2, same family 1/4, other
+    1/8), ranked by the store as the Python twin ranks every step; parent hash and change kept."""
     seeded(store, "run-1")
-    store.start_run(
-        RunRecord(id="run-2", task_id="level1/2_Other", config=RunConfig(steps=3), started_at=STARTED),
-        TaskRecord(id="level1/2_Other"),
-    )
-    store.start_run(RunRecord(id="run-3", task_id="level1/1_Toy", config=RunConfig(steps=3), started_at=STARTED),
-                    TaskRecord(id="level1/1_Toy"))  # fmt: skip
-    rewards = {"run-1": [0.5, -1.0, 0.0], "run-2": [1.0, 0.25, -1.0], "run-3": [0.0, 0.5, 0.25]}
-    for run, values in rewards.items():
-        for i, r in enumerate(values):
-            step = make_step(i, [], G[i], r, run=run)
-            if run == "run-2":
-                step = step.model_copy(update={"task_id": "level1/2_Other"})
+    tasks = {"run-1": ("level1/1_Toy", "elementwise"), "run-2": ("level1/2_Other", "elementwise"),
+             "run-3": ("level1/1_Toy", "elementwise"), "run-4": ("level1/3_Gemm", "matmul"),
+             "run-5": ("level1/4_Unknown", None)}  # fmt: skip
+    for run, (task, family) in tasks.items():
+        store.start_run(RunRecord(id=run, task_id=task, config=RunConfig(steps=3), started_at=STARTED),
+                        TaskRecord(id=task, family=family))  # fmt: skip
+    parents = [A_SHA, B_SHA, None]
+    for n, run in enumerate(tasks):
+        for i in range(3):
+            step = make_step(i, [], G[i], [0.5, -1.0, 0.0][(i + n) % 3], run=run)
+            change = f"+ change {run}:{i}"
+            step = step.model_copy(
+                update={"task_id": tasks[run][0], "parent_sha256": parents[(i + n) % 3], "change": change}
+            )
             assert store.record_step(step)
     every = store.get_steps()
-    for exclude, limit in (("run-3", 5), ("run-1", 4), ("none", 20)):
-        others = [s for s in every if s.run_id != exclude]
-        expected = sorted(others, key=lambda s: (s.task_id != "level1/1_Toy", -s.reward))
-        assert store.best_steps("level1/1_Toy", exclude_run=exclude, limit=limit) == expected[:limit]
+    assert {s.change for s in every} == {f"+ change {r}:{i}" for r in tasks for i in range(3)}
+    families = dict(tasks.values())
+    for task, family, parent, exclude, limit in (
+        ("level1/1_Toy", "elementwise", A_SHA, "run-3", 20),
+        ("level1/1_Toy", "elementwise", B_SHA, "run-1", 7),
+        ("level1/1_Toy", None, None, "none", 20),
+        ("level1/3_Gemm", "matmul", A_SHA, "run-4", 5),
+    ):
+        weighted = [
+            (similarity_weight(s.task_id, s.parent_sha256, families[s.task_id], task, family, parent), s)
+            for s in every
+            if s.run_id != exclude
+        ]
+        expected = [
+            SimilarStep(step=s, weight=w)
+            for w, s in sorted(weighted, key=lambda ws: (-ws[0], ws[1].run_id, ws[1].index, ws[1].id))
+        ]
+        got = store.similar_steps(task, family, parent, exclude_run=exclude, limit=limit)
+        assert got == expected[:limit]
+    weights = {s.weight for s in store.similar_steps("level1/1_Toy", "elementwise", A_SHA, "none", 20)}
+    assert weights == {1.0, 0.5, 0.25, 0.125}

@@ -55,6 +55,11 @@ class ScoringParams(BaseModel):
         "correct kernel, so progress below eager is rewarded too; parent, the kernel the step modified, signed, "
         "0 within the dead-band",
     )
+    by_family: bool = Field(
+        True,
+        description="htam and its ablations condition their evidence on the task's operator family (docs/method.md, "
+        '"Conditioning on the operator family"); false pools it over families, as htam-no-family does',
+    )
     deadband: float = Field(
         0.03,
         ge=0.0,

@@ -80,6 +80,8 @@ def demo(
     except ValueError:
         raise UserError(f"--methods {methods}: use {', '.join(m.value for m in Method)}") from None
     cfg = settings()
+    if replay_path is None and not record:  # the shipped H200 recording was made before htam conditioned on families
+        cfg = cfg.model_copy(update={"scoring": cfg.scoring.model_copy(update={"by_family": False})})
     options = DemoOptions(
         tasks=[t.strip() for t in tasks.split(",")] if tasks else list(DEFAULT_TASKS),
         steps=steps,

@@ -131,7 +131,8 @@ class Optimizer:
         self.task, self.manifest, self.folder = task, manifest, folder
         self.context = context if context is not None else task_context(task)
         self.family = _family(task)  # recorded with the task, whatever the method
-        self.condition_on = self.family if manifest.run.method in BY_FAMILY else None
+        by_family = manifest.run.method in BY_FAMILY and manifest.run.config.scoring.by_family
+        self.condition_on = self.family if by_family else None
         self.run_record = manifest.run
         self.method = self.run_record.method
         self.params: ScoringParams = self.run_record.config.scoring

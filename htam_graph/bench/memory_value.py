@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from htam_graph.bench.report import pipe_table
+
 PROTOCOL = """\
 - tasks: the --train and --test lists, disjoint (fixed before any outcome is seen);
 - fresh: every method on the test tasks with a fresh seed-bank memory per method and seed (the
@@ -122,7 +124,7 @@ def shares(result: dict[str, Any], top: dict[str, float]) -> dict[str, float]:
 def write_report(out: Path, result: dict[str, Any], header: dict[str, Any]) -> Path:
     """memory-value.json (everything) and memory-value.md (the tables) under `out`."""
     (out / "memory-value.json").write_text(json.dumps({**header, **result}, indent=1))
-    methods = pd.DataFrame(result["methods"]).drop(columns=["log_geomeans"], errors="ignore")
+    methods = pd.DataFrame(result["methods"])
     if "share_of_ceiling" in header:
         methods["share_of_ceiling"] = methods["method"].map(header["share_of_ceiling"])
     methods = methods.sort_values("geomean", ascending=False)
@@ -149,11 +151,10 @@ def write_report(out: Path, result: dict[str, Any], header: dict[str, Any]) -> P
 
 
 def markdown(frame: pd.DataFrame) -> str:
-    """A pipe table (4 decimals) without the optional `tabulate` dependency of DataFrame.to_markdown."""
+    """The frame as the bench report's pipe table, floats to 4 decimals."""
 
     def cell(v: object) -> str:
         return f"{v:.4f}" if isinstance(v, float) else str(v)
 
-    lines = ["| " + " | ".join(map(str, frame.columns)) + " |", "|" + "---|" * len(frame.columns)]
-    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
-    return "\n".join(lines)
+    rows = [[cell(v) for v in row] for row in frame.itertuples(index=False)]
+    return pipe_table([str(c) for c in frame.columns], rows)

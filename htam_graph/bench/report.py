@@ -239,7 +239,7 @@ def _dollars(value: float) -> str:
     return "unknown" if math.isnan(value) else f"${value:.3f}"
 
 
-def _table(header: list[str], rows: list[list[str]]) -> str:
+def pipe_table(header: list[str], rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(lines)
@@ -297,7 +297,7 @@ def _markdown(
             f"`{manifest.tag}`, htam-graph {manifest.htam_version}, started {manifest.created_at:%Y-%m-%d %H:%M} UTC",
         ],
     ]
-    parts.append(_table(["", ""], setup))
+    parts.append(pipe_table(["", ""], setup))
     parts.append("## Results")
     n_seeds = len(config.seeds)
     parts.append(
@@ -331,7 +331,7 @@ def _markdown(
                 _dollars(m["cost_usd"]),
             ]
         )
-    parts.append(_table(header, rows))
+    parts.append(pipe_table(header, rows))
     if common is not None:
         parts.append(_finished_tasks(*common, len(config.methods) * n_seeds))
     parts.append("![fast_p over p, per method](plots/fast_p.png)")
@@ -341,7 +341,7 @@ def _markdown(
     cost_rows = [
         [m["method"], _dollars(m["cost_usd"]), *(f"{m[c]:,.0f}" for c, _ in TOKENS)] for _, m in methods.iterrows()
     ]
-    parts.append(_table(["method", "dollars", *(f"{label} tokens" for _, label in TOKENS)], cost_rows))
+    parts.append(pipe_table(["method", "dollars", *(f"{label} tokens" for _, label in TOKENS)], cost_rows))
     parts.append("## Per seed")
     seed_rows = [
         [
@@ -357,7 +357,7 @@ def _markdown(
         for _, s in seeds.iterrows()
     ]
     parts.append(
-        _table(
+        pipe_table(
             ["method", "seed", "correct", "fast_1", "geomean", "geomean, correct", "vs torch.compile", "$ per task"],
             seed_rows,
         )
@@ -380,7 +380,8 @@ def _markdown(
         ]
         for _, f in families.iterrows()
     ]
-    parts.append(_table(["family", "method", "tasks", "correct", "fast_1", "geomean", "vs torch.compile"], family_rows))
+    family_header = ["family", "method", "tasks", "correct", "fast_1", "geomean", "vs torch.compile"]
+    parts.append(pipe_table(family_header, family_rows))
     if draws is not None and len(draws):
         parts.append("## The policy's draws")
         parts.append(
@@ -394,7 +395,7 @@ def _markdown(
              _fraction(d["score_spread"], 3)]
             for _, d in draws.iterrows()
         ]  # fmt: skip
-        parts.append(_table(["method", "steps drawn", "P(drawn)", "entropy / max", "score spread"], draw_rows))
+        parts.append(pipe_table(["method", "steps drawn", "P(drawn)", "entropy / max", "score spread"], draw_rows))
     if unseen is not None and len(unseen):
         parts.append("## Progress the reward does not see")
         parts.append(
@@ -415,7 +416,9 @@ def _markdown(
             for _, u in unseen.iterrows()
         ]  # fmt: skip
         parts.append(
-            _table(["method", "ok steps", "rewarded", "faster, reward 0", "over 1.5x faster, reward 0"], unseen_rows)
+            pipe_table(
+                ["method", "ok steps", "rewarded", "faster, reward 0", "over 1.5x faster, reward 0"], unseen_rows
+            )
         )
     parts.append("## Per task")
     parts.append("Best correct speedup over eager of each seed's run (✗: no correct candidate).")
@@ -447,7 +450,7 @@ def _finished_tasks(common: pd.DataFrame, tasks: int, per_task: int) -> str:
         for _, m in common.iterrows()
     ]
     note = "The table above is over each method's own finished runs; this one compares the methods on the same tasks."
-    table = _table(["method", "correct", "fast_1", "geomean", "vs torch.compile"], rows)
+    table = pipe_table(["method", "correct", "fast_1", "geomean", "vs torch.compile"], rows)
     return f"{title}\n\n{note}\n\n{table}"
 
 
@@ -472,7 +475,7 @@ def per_task_table(runs: pd.DataFrame, methods: list[str], column: str) -> str:
             mine = group[group["method"] == method].sort_values("seed")
             cells.append(" / ".join(cell(c, v) for c, v in zip(mine["correct"], mine[column], strict=True)))
         rows.append(cells)
-    return _table(["task", "family", *methods], rows)
+    return pipe_table(["task", "family", *methods], rows)
 
 
 DEFINITIONS = """## Definitions

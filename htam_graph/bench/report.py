@@ -246,6 +246,8 @@ def pipe_table(header: list[str], rows: list[list[str]]) -> str:
 
 
 def _param(value: object) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
     return f"{value:g}" if isinstance(value, float | int) else str(value)
 
 

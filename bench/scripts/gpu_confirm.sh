@@ -25,6 +25,6 @@ for m in ${METHODS:-htam feedback}; do
   timeout ${BENCH_S:-200} python3 -m htam_graph bench bench/tables/suite-test.txt --method $m $memory \
     $common --out /tmp/confirm-$m > $OUT/$m.log 2>&1
   echo "$m bench rc=$? after $(( $(date +%s) - T0 )) s"
-  tar czf $OUT/confirm-$m.tgz -C /tmp confirm-$m --exclude='*.sqlite' --exclude='*/builds/*'
+  tar czf $OUT/confirm-$m.tgz --exclude='*.sqlite' --exclude='*/builds/*' -C /tmp confirm-$m
   tail -5 $OUT/$m.log
 done

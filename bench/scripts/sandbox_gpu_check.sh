@@ -12,7 +12,7 @@
 #
 #     bash bench/scripts/sandbox_gpu_check.sh
 #
-# STAGES="tests bench" picks stages; TESTS_S (default 200) and BENCH_S (135 per mode) bound
+# SMOKE_ARGS (default --all; empty: the full policy only). STAGES="tests bench" picks stages; TESTS_S (default 200) and BENCH_S (135 per mode) bound
 # them in seconds. All the GPU tests (the red team is 42 candidates twice) need more than
 # 200 s: `STAGES=tests TESTS_S=560 bash bench/scripts/sandbox_gpu_check.sh` runs them all.
 set -uo pipefail
@@ -33,7 +33,7 @@ export PYTHONPATH="/tmp/site:$PWD" PYTHONUNBUFFERED=1 HTAM_CACHE_DIR=/tmp/htam-c
   python3 -c "from htam_graph.runner import sandbox; print('landlock abi', sandbox.landlock_abi(), 'missing:', sandbox.missing())"
   uname -r
   # CUDA and CUDA IPC inside the sandbox (and, if that fails, which wall breaks them)
-  timeout 300 python3 bench/scripts/sandbox_cuda_smoke.py --all
+  timeout 300 python3 bench/scripts/sandbox_cuda_smoke.py ${SMOKE_ARGS---all}
 } 2>&1 | tee "$OUT/env.txt"
 
 if [[ " $STAGES " == *" tests "* ]]; then

@@ -356,6 +356,8 @@ def _drop_user(policy: Policy) -> str:
         return f"uid {os.geteuid()}"
     if all(_world_reachable(p) for p in policy.read if p.exists()):
         for path in policy.write:
+            if path.is_relative_to("/proc"):
+                continue  # its own /proc entries follow its uid
             with contextlib.suppress(FileNotFoundError):
                 os.chown(path, NOBODY, NOBODY)
         os.setgroups([])
@@ -510,13 +512,19 @@ def candidate_policy(
     scratch: Path, readable: tuple[Path, ...] = (), environment: dict[str, str] | None = None
 ) -> Policy:
     """A candidate's process: reads the system, Python and `readable` (the judge's build
-    cache), writes only `scratch`, uses the GPU, starts nothing."""
+    cache), writes only `scratch` and its own /proc entries, uses the GPU, starts nothing.
+
+    CUDA does not start without writing under the process's own /proc/self (error 304 from
+    cudaGetDeviceCount otherwise; found on the H200 by bench/scripts/sandbox_cuda_smoke.py,
+    bench/results/sandbox-2026-12-05-h200). The rule is added in the confined process itself,
+    so /proc/self names that process and no other: another process's /proc/<pid> (the
+    judge's memory, say) stays read-only, and the user drop and seccomp still apply."""
     env = dict(environment or {})
     env.update({"HOME": str(scratch), "TMPDIR": str(scratch), "PWD": str(scratch)})
     system = (*(Path(p) for p in (*_SYSTEM_READ, *_ETC_READ)), *_library_path(), *driver_library_dirs())
     return Policy(
         read=(*system, *python_paths(), *readable),
-        write=(scratch,),
+        write=(scratch, Path("/proc/self")),
         devices=gpu_devices(),
         listable=(package_root(),),
         environment=env,

@@ -163,7 +163,7 @@ def test_the_process_is_confined_before_anything_runs(server):
 
 @pytest.mark.parametrize(
     "where",
-    ["home", "cwd", "package", "cache", "tmp"],
+    ["home", "cwd", "package", "cache", "tmp", "proc"],
 )
 def test_writes_outside_scratch_are_refused(server, lab, where):
     target = {
@@ -172,6 +172,7 @@ def test_writes_outside_scratch_are_refused(server, lab, where):
         "package": Path(htam_graph.__file__),
         "cache": lab["cache"] / "judge.cubin",
         "tmp": Path("/tmp") / f"htam-sandbox-pwned-{os.getpid()}",
+        "proc": Path(f"/proc/{os.getpid()}/comm"),  # only the candidate's own /proc/self is writable
     }[where]
     before = target.read_bytes() if target.exists() else None
     outcome, detail = _attack(server, _build(lab, "WRITE", TARGET=str(target)))

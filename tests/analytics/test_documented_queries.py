@@ -1,4 +1,4 @@
-"""Every Cypher query a user is told to paste (the README's, and the Browser's saved
+"""Every Cypher query a user is told to paste (the user guide's, and the Browser's saved
 queries, which its guide shows) runs on the real Neo4j holding a memory filled by real runs
 (tests/analytics/conftest.py), and returns the rows the analytics compute: not just rows."""
 
@@ -28,9 +28,10 @@ def named_queries(text: str) -> dict[str, str]:
     return queries
 
 
-def readme_queries() -> dict[str, str]:
-    blocks = re.findall(r"```cypher\n(.*?)```", (REPO / "README.md").read_text(), re.S)
-    assert blocks, "the README shows Cypher queries"
+def guide_queries() -> dict[str, str]:
+    """The queries docs/usage.md shows (the README points there)."""
+    blocks = re.findall(r"```cypher\n(.*?)```", (REPO / "docs" / "usage.md").read_text(), re.S)
+    assert blocks, "the user guide shows Cypher queries"
     return {name: q for block in blocks for name, q in named_queries(block).items()}
 
 
@@ -38,10 +39,10 @@ def favourites() -> dict[str, str]:
     return named_queries((REPO / "docker" / "browser" / "favorites.cypher").read_text().split("\n\n", 1)[1])
 
 
-def test_the_readme_queries_return_the_memorys_rows(filled_neo4j, _neo4j_session_store):
+def test_the_guide_queries_return_the_memorys_rows(filled_neo4j, _neo4j_session_store):
     store = _neo4j_session_store
     run = lambda q: [r.data() for r in store.driver.execute_query(q, database_=store.database).records]
-    queries = readme_queries()
+    queries = guide_queries()
     assert len(queries) == 3, sorted(queries)
     names = {g.id: g.name for g in store.get_globals()}
     rates, glance, path = (queries[n] for n in sorted(queries, key=lambda n: ("success" not in n, "glance" not in n)))

@@ -13,8 +13,8 @@ import htam_graph
 PACKAGE = Path(htam_graph.__file__).parent
 
 # What each part may import of the project's own parts. A leaf module (vocab, errors,
-# resources, config, templating, yamlfile) is importable from everywhere.
-LEAVES = {"vocab", "errors", "resources", "config", "templating", "yamlfile"}
+# resources, config, templating, yamlfile, files) is importable from everywhere.
+LEAVES = {"vocab", "errors", "resources", "config", "templating", "yamlfile", "files"}
 ALLOWED = {
     "tasks": set(),
     "llm": set(),

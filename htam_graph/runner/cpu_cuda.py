@@ -24,6 +24,7 @@ from unittest import mock
 
 import torch
 
+from htam_graph.files import atomic_file, atomic_write
 from htam_graph.runner import native
 from htam_graph.runner.native import CTYPES, parse_kernels, parse_signature
 
@@ -60,13 +61,9 @@ def shim(workdir: Path) -> Path:
     """The shim header in `workdir`, with a precompiled header beside it (halves each build)."""
     header = workdir / f"cpu_cuda.{hashlib.sha256(SHIM.read_bytes()).hexdigest()[:12]}.h"
     if not (header.parent / (header.name + ".gch")).exists():
-        workdir.mkdir(parents=True, exist_ok=True)
-        tmp_header = header.with_name(f"{header.name}.{os.getpid()}.tmp")
-        tmp_header.write_bytes(SHIM.read_bytes())
-        os.replace(tmp_header, header)
-        tmp = header.with_name(f"{header.name}.{os.getpid()}.gch")
-        subprocess.run(["g++", *FLAGS, "-x", "c++-header", str(header), "-o", str(tmp)], check=True)
-        os.replace(tmp, header.with_name(header.name + ".gch"))
+        atomic_write(header, SHIM.read_bytes())
+        with atomic_file(header.with_name(header.name + ".gch")) as tmp:
+            subprocess.run(["g++", *FLAGS, "-x", "c++-header", str(header), "-o", str(tmp)], check=True)
     return header
 
 
@@ -82,14 +79,17 @@ def _gxx(cpp: str, lib: Path, workdir: Path) -> None:
     header = shim(workdir)
     src = lib.with_name(f"{lib.stem}.{os.getpid()}.cpp")
     src.write_text(cpp)
-    tmp = lib.with_name(f"{lib.stem}.{os.getpid()}.so")
-    done = subprocess.run(
-        ["g++", *FLAGS, "-shared", "-include", str(header), str(src), "-o", str(tmp)], capture_output=True, text=True
-    )
-    src.unlink(missing_ok=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"g++ failed for the CPU build:\n{done.stderr[-4000:]}")
-    os.replace(tmp, lib)  # concurrent builders never load a half-written library
+    try:
+        with atomic_file(lib) as tmp:  # concurrent builders never load a half-written library
+            done = subprocess.run(
+                ["g++", *FLAGS, "-shared", "-include", str(header), str(src), "-o", str(tmp)],
+                capture_output=True,
+                text=True,
+            )
+            if done.returncode != 0:
+                raise RuntimeError(f"g++ failed for the CPU build:\n{done.stderr[-4000:]}")
+    finally:
+        src.unlink(missing_ok=True)
 
 
 def compile_cpu(source: str, workdir: Path) -> Path:
@@ -123,7 +123,7 @@ def compile_cpu_batch(sources: list[str], workdir: Path) -> None:
     lib = workdir / f"b{_digest(''.join(sources))}.so"
     _gxx("\n".join(parts) + "\n", lib, workdir)
     for source in sources:
-        (workdir / f"k{_digest(source)}.batch").write_text(lib.name)
+        atomic_write(workdir / f"k{_digest(source)}.batch", lib.name)
 
 
 def _batched(source: str, workdir: Path) -> tuple[Path, str] | None:

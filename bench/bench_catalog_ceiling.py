@@ -41,11 +41,11 @@ from htam_graph.catalog.ir import Unsupported  # noqa: E402
 from htam_graph.catalog.knobs import Knobs  # noqa: E402
 from htam_graph.catalog.render import Header, render_candidate  # noqa: E402
 from htam_graph.catalog.strategies import STRATEGIES  # noqa: E402
+from htam_graph.catalog.variants import everything, singles  # noqa: E402
 from htam_graph.runner.evaluate import Evaluator  # noqa: E402
 from htam_graph.runner.jobs import EvalConfig  # noqa: E402
 from htam_graph.runner.models import EvalResult  # noqa: E402
 from htam_graph.tasks import Task, builtin_suite_dir, load_tasks  # noqa: E402
-from tests.catalog.variants import everything, singles  # noqa: E402
 
 HEADER = Header("catalog-v1", "the catalog ceiling bench", [], [], [])
 DEFAULT_COMPILE = REPO / "bench/results/bench-2026-12-01-h200-suite2/results/runs.csv"

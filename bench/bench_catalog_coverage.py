@@ -9,7 +9,7 @@ run of the catalog starts from, catalog/strategies.py: FIRST_KERNEL) and the one
 strategy of the family's order applied ("all"). Each is put through
 - the judge's static checks (runner/static_checks.py);
 - an nvcc build for sm_90 (runner/build.py), all in parallel;
-- a run on the CPU simulator of CUDA (tests/catalog/cpu_cuda.h: real barriers and warp
+- a run on the CPU simulator of CUDA (htam_graph/runner/cpu_cuda.h: real barriers and warp
   shuffles between OS threads) on the task with its module-level size constants made
   small (sizes that must divide, e.g. channels into groups, made small and even when the odd
   ones change the graph), compared with the float64 reference at the judge's tolerances, as the catalog's
@@ -55,12 +55,12 @@ from htam_graph.catalog.families import Recognition, load_source, recognize  # n
 from htam_graph.catalog.ir import Unsupported  # noqa: E402
 from htam_graph.catalog.knobs import Knobs  # noqa: E402
 from htam_graph.catalog.strategies import first_kernel  # noqa: E402
+from htam_graph.catalog.variants import EVEN_SIZES, everything, recognized, render, shrink  # noqa: E402
 from htam_graph.runner.build import BuildSettings, build_many, find_nvcc, nvcc_version  # noqa: E402
+from htam_graph.runner.cpu_cuda import compare, compile_cpu, shim  # noqa: E402
 from htam_graph.runner.formats import static_cuda_sources  # noqa: E402
 from htam_graph.runner.static_checks import static_check  # noqa: E402
 from htam_graph.tasks import Task, load_tasks  # noqa: E402
-from tests.catalog.cpu_cuda import _shim, compare, compile_cpu  # noqa: E402
-from tests.catalog.variants import EVEN_SIZES, everything, recognized, render, shrink  # noqa: E402
 
 ARCH = "sm_90"
 
@@ -237,7 +237,7 @@ def main(
         for entry in row.get("kernels", {}).values():
             del entry["candidate"]
     if simulate_kernels:
-        _shim(workdir)
+        shim(workdir)
         smalls = [e["small_candidate"] for e in entries if e.get("small_candidate")]
         console.print(f"compiling {len(smalls)} small kernels for the CPU simulator")
         with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:

@@ -85,7 +85,9 @@ class Settings(BaseSettings):
     scoring: ScoringParams = Field(default_factory=ScoringParams)
     # The runner: resolved once by the process that starts the judge and sent with every
     # job (runner/build.py BuildSettings); GPU processes never read the environment.
-    nvcc: Path | None = Field(None, description="nvcc to use; default: PATH, the PyPI nvcc, /usr/local/cuda")
+    nvcc: Path | None = Field(
+        None, description="nvcc to use; default: PATH, cuda.pathfinder (the PyPI nvcc, CUDA_HOME), /usr/local/cuda"
+    )
     cuda_arch: str | None = Field(None, pattern=r"^sm_\d+a?$", description="e.g. sm_90; default: the GPU's")
     cache_dir: Path | None = Field(None, description="build cache root; default: the data folder")
     # The LLM that writes kernels (htam optimize): HTAM_LLM__BACKEND, HTAM_LLM__MODEL, ...

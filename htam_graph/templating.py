@@ -1,5 +1,5 @@
-"""Renders the project's Jinja templates: the LLM prompts in `prompts/` and, later, the
-strategy catalog's kernel templates in `prompts/kernels/`.
+"""Renders the project's Jinja templates: the LLM prompts in `prompts/` and the strategy
+catalog's CUDA kernel templates in `htam_graph/catalog/kernels/` (catalog/render.py).
 
 Every rendered template is named and versioned by its first line, a comment
 `{# <name> v<N>: <one-line purpose> #}` whose name is the file's name without `.j2`, and
@@ -125,13 +125,6 @@ def _template_lines(tb: TracebackType | None, root: Path) -> str:
 def prompts() -> Templates:
     """The LLM prompts shipped in `prompts/`."""
     return Templates(resource_dir("prompts"))
-
-
-@cache
-def kernel_templates() -> Templates:
-    """The strategy catalog's kernel templates in `prompts/kernels/`, rendered by the same
-    rules as the prompts."""
-    return Templates(resource_dir("prompts") / "kernels")
 
 
 def render(name: str, /, **variables: object) -> Rendered:

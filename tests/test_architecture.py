@@ -13,8 +13,8 @@ import htam_graph
 PACKAGE = Path(htam_graph.__file__).parent
 
 # What each part may import of the project's own parts. A leaf module (vocab, errors,
-# resources, config, templating, yamlfile) is importable from everywhere.
-LEAVES = {"vocab", "errors", "resources", "config", "templating", "yamlfile"}
+# resources, config, templating, yamlfile, files) is importable from everywhere.
+LEAVES = {"vocab", "errors", "resources", "config", "templating", "yamlfile", "files"}
 ALLOWED = {
     "tasks": set(),
     "llm": set(),
@@ -78,3 +78,25 @@ def test_leaf_modules_import_only_leaves():
         for module in _imports(PACKAGE / f"{name}.py"):
             other = _part(module)
             assert other is None or other in LEAVES or (name == "config" and other == "llm"), (name, module)
+
+
+def test_the_architecture_map_draws_only_allowed_arrows_and_names_every_part():
+    """docs/ARCHITECTURE.md's diagram is the newcomer's map: each arrow it draws is one the
+    rules allow, and every part and leaf is on it."""
+    import re
+
+    doc = (PACKAGE.parent / "docs" / "ARCHITECTURE.md").read_text()
+    diagram = doc.split("```mermaid\nflowchart", 1)[1].split("```", 1)[0]
+    arrows = set()
+    for line in diagram.splitlines():
+        if "-->" in line:
+            source, targets = (side.strip() for side in line.split("-->"))
+            arrows.update((source, t.strip()) for t in targets.split("&"))
+    assert arrows
+    for source, target in arrows:
+        allowed = ALLOWED[source]
+        assert allowed is None or target in allowed, f"the map draws {source} -> {target}, which the rules forbid"
+    drawn = {part for arrow in arrows for part in arrow}
+    assert drawn == set(ALLOWED), f"parts missing from the map: {set(ALLOWED) - drawn}"
+    for leaf in LEAVES:
+        assert re.search(rf"\b{leaf}\b", doc), f"docs/ARCHITECTURE.md does not name the leaf {leaf}"

@@ -11,22 +11,21 @@ tag a hash of the bench's configuration): the same command finds its runs again.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import logging
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
+from filelock import FileLock, Timeout
 from pydantic import BaseModel, ConfigDict, Field
 
 from htam_graph import __version__
 from htam_graph.config import ScoringParams
 from htam_graph.errors import UserError
-from htam_graph.loop.records import atomic_write
+from htam_graph.files import atomic_write
 from htam_graph.loop.runs import MANIFEST, new_run_id
 from htam_graph.memory.models import utcnow
 from htam_graph.tasks import Task
@@ -221,15 +220,15 @@ def exclusive(lock: Path, what: str, wait: bool) -> Iterator[None]:
     an earlier bench still finishing a stream, must not run the same runs. `wait`: block
     until it is free (with a log line), else a UserError when it is held."""
     lock.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    held = FileLock(lock, mode=0o644, thread_local=False)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            if not wait:
-                raise UserError(f"{what} is in use by another htam bench ({lock} is locked); wait for it") from None
-            log.info("waiting for %s, held by an earlier worker", what)
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        held.acquire(blocking=False)
+    except Timeout:
+        if not wait:
+            raise UserError(f"{what} is in use by another htam bench ({lock} is locked); wait for it") from None
+        log.info("waiting for %s, held by an earlier worker", what)
+        held.acquire()
+    try:
         yield
     finally:
-        os.close(fd)  # closing the descriptor releases the lock
+        held.release()

@@ -27,8 +27,8 @@ from pydantic import BaseModel, Field
 from htam_graph.catalog.families import recognize
 from htam_graph.catalog.ir import Unsupported
 from htam_graph.catalog.space import MAX_STATES, SPACE_VERSION, Space, build_space
+from htam_graph.files import atomic_file, atomic_write
 from htam_graph.loop.evaluators import CandidateEvaluator, GpuEvaluator
-from htam_graph.loop.records import atomic_write
 from htam_graph.loop.table import COLUMNS, row_of
 from htam_graph.runner.models import EvalResult
 from htam_graph.tasks import Task
@@ -187,9 +187,8 @@ def _merged(earlier: dict[str, TaskRecord], records: list[TaskRecord]) -> list[T
 def write_table(out: Path, rows: dict[tuple[str, str, str], dict[str, Any]], meta: TableMeta) -> None:
     frame = pd.DataFrame(list(rows.values()), columns=COLUMNS)
     frame = frame.sort_values(["task_id", "depth", "key"], kind="stable").reset_index(drop=True)
-    tmp = out / f".{TABLE}.tmp"
-    frame.to_parquet(tmp, index=False, compression="zstd")
-    tmp.replace(out / TABLE)
+    with atomic_file(out / TABLE) as tmp:
+        frame.to_parquet(tmp, index=False, compression="zstd")
     atomic_write(out / META, meta.model_dump_json(indent=1))
 
 

@@ -29,6 +29,7 @@ from htam_graph.bench.metrics import (
 from htam_graph.bench.plan import BenchManifest, Layout, streams
 from htam_graph.bench.results import Results, collect, write_tables
 from htam_graph.errors import UserError
+from htam_graph.files import atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -118,9 +119,7 @@ def write_report(layout: Layout, manifest: BenchManifest, results: Results) -> p
     for name, figure in plots.items():
         figure.savefig(layout.plots / f"{name}.png", dpi=120)
     text = _markdown(manifest, results, seeds, methods, families, common, draws, unseen)
-    tmp = layout.report.with_name(f".{layout.report.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(layout.report)
+    atomic_write(layout.report, text)
     log.info("report written to %s", layout.report)
     return methods
 

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict
 from htam_graph.bench.plan import TRAJECTORY, BenchManifest, Layout, RunSpec, Stream
 from htam_graph.catalog.families import recognize
 from htam_graph.catalog.ir import Unsupported
+from htam_graph.files import atomic_file
 from htam_graph.llm.base import Usage
 from htam_graph.loop.optimizer import load_steps
 from htam_graph.loop.records import RunManifest, RunSummary, StepRecord
@@ -123,12 +124,11 @@ def write_tables(layout: Layout, results: Results) -> list[Path]:
     for name, frame in (("runs", results.runs), ("steps", results.steps)):
         for suffix in ("parquet", "csv"):
             path = layout.results / f"{name}.{suffix}"
-            tmp = path.with_name(f".{path.name}.tmp")
-            if suffix == "parquet":
-                frame.to_parquet(tmp, index=False)
-            else:
-                frame.to_csv(tmp, index=False)
-            tmp.replace(path)
+            with atomic_file(path) as tmp:
+                if suffix == "parquet":
+                    frame.to_parquet(tmp, index=False)
+                else:
+                    frame.to_csv(tmp, index=False)
             written.append(path)
     return written
 

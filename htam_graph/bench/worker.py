@@ -20,11 +20,11 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from htam_graph.bench.events import Event, RunFinished, RunStarted, StepFinished
 from htam_graph.bench.plan import BenchManifest, Layout, RunSpec, Stream, exclusive
 from htam_graph.errors import UserError
+from htam_graph.files import atomic_file, atomic_write
 from htam_graph.llm.settings import LLMSettings
 from htam_graph.loop.clients import make_client
 from htam_graph.loop.evaluators import CandidateEvaluator, HoldsNothing, for_run, make_evaluator
 from htam_graph.loop.optimizer import Optimizer, load_steps
-from htam_graph.loop.records import atomic_write
 from htam_graph.loop.runs import create_run, open_run
 from htam_graph.memory.export_file import ExportFile, write_export
 from htam_graph.memory.models import SECTIONS, MemorySnapshot, RunConfig
@@ -83,10 +83,8 @@ def read_snapshot(path: Path) -> tuple[MemorySnapshot, str]:
 
 def write_memory(store: MemoryStore, path: Path) -> None:
     """The store as `htam memory export` writes it, renamed into place once complete."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
+    with atomic_file(path) as tmp, tmp.open("w", encoding="utf-8") as fh:
         write_export(store.export().items(), fh)
-    tmp.replace(path)
 
 
 def memory_digest(digests: list[str]) -> str:

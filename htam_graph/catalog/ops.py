@@ -3,7 +3,7 @@
 Each expression mirrors what PyTorch's own CUDA kernel computes for that op (same
 formula, same NaN propagation, same special cases of `pow`), so a fused chain matches the
 eager reference to rounding: 16-bit results are rounded after every op, as eager does
-(catalog/codegen.py). Arguments are always names of values already computed, so an
+(catalog/expr.py). Arguments are always names of values already computed, so an
 expression may use an argument more than once.
 """
 
@@ -218,7 +218,7 @@ OPS: dict[str, OpDef] = {
     "where": OpDef(3, lambda a, _: f"({a[0]} != 0.0f ? {a[1]} : {a[2]})"),
 }
 
-# Device helpers the expressions above call (prompts/kernels/_common.j2 defines them).
+# Device helpers the expressions above call (catalog/kernels/common.j2 defines them).
 HELPERS = ("max_nan", "min_nan", "div_floor", "smooth_l1", "huber")
 
 UNARY_ALIASES = {

@@ -1,7 +1,7 @@
 """A candidate file from a recognized task and a set of knobs.
 
 The program (catalog/program.py) says which kernels run; each stage kind has a Jinja
-template under prompts/kernels/ for its kernel skeleton, and the code computing each
+template in catalog/kernels/ for its kernel skeleton, and the code computing each
 element (its loads, ops and stores) is emitted here from the stage's expressions. The
 candidate's forward allocates the intermediates and launches the kernels in order.
 """
@@ -12,6 +12,8 @@ import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
 from typing import Any
 
 from htam_graph.catalog import expr as ex
@@ -34,7 +36,17 @@ from htam_graph.catalog.program import (
     build_program,
     fuse_gemm_rows,
 )
-from htam_graph.templating import kernel_templates
+from htam_graph.templating import Templates
+
+KERNELS = Path(__file__).with_name("kernels")
+
+
+@cache
+def kernel_templates() -> Templates:
+    """The catalog's CUDA kernel templates (catalog/kernels/), rendered by the same strict
+    rules as the LLM's prompts (htam_graph/templating.py)."""
+    return Templates(KERNELS)
+
 
 CTYPES = {
     "float32": "float",

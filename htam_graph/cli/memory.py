@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from contextlib import closing
 from pathlib import Path
@@ -13,6 +12,7 @@ from pydantic import ValidationError
 from htam_graph.cli.common import print_json, print_table, say, settings
 from htam_graph.config import ScoringParams
 from htam_graph.errors import UserError
+from htam_graph.files import atomic_file
 from htam_graph.memory import open_store
 from htam_graph.memory.export_file import ExportFile, write_export
 from htam_graph.memory.models import Section
@@ -213,16 +213,14 @@ def export_cmd(output: Path | None) -> None:
 
 
 def _write_privately(output: Path, store: MemoryStore) -> dict[Section, int]:
-    tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            with open(fd, "w", encoding="utf-8", newline="\n") as fh, closing(store.iter_records()) as records:
-                counts = write_export(records, fh)
-            tmp.replace(output)  # atomic: never a half-written export
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
+        # never a half-written export; readable by its owner only, while written and after
+        with (
+            atomic_file(output, mode=0o600) as tmp,
+            tmp.open("w", encoding="utf-8", newline="\n") as fh,
+            closing(store.iter_records()) as records,
+        ):
+            counts = write_export(records, fh)
     except OSError as e:
         raise UserError(f"cannot write {output}: {e.strerror or e}") from e
     return counts

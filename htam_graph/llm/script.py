@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 from pathlib import Path
 from typing import Any, Self
@@ -43,6 +42,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from htam_graph.errors import UserError
+from htam_graph.files import atomic_write
 from htam_graph.llm.base import Completion, LLMClient, Prompt, T, parse_answer, validate_answer
 from htam_graph.yamlfile import load_yaml
 
@@ -90,9 +90,7 @@ class Script(BaseModel):
         """Write the script atomically (a reader sees the old file or the new one), code
         as literal blocks a person can read and edit."""
         data = self.model_dump(mode="json", exclude_defaults=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(yaml.dump(data, Dumper=_BlockDumper, sort_keys=False, allow_unicode=True, width=1 << 16))
-        os.replace(tmp, path)
+        atomic_write(path, yaml.dump(data, Dumper=_BlockDumper, sort_keys=False, allow_unicode=True, width=1 << 16))
 
 
 class ScriptClient(LLMClient):

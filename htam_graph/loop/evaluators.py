@@ -10,8 +10,6 @@ from __future__ import annotations
 import gzip
 import hashlib
 import logging
-import os
-import tempfile
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
@@ -20,6 +18,7 @@ from typing import Literal, Protocol, Self
 from pydantic import BaseModel, Field, ValidationError
 
 from htam_graph.errors import UserError
+from htam_graph.files import atomic_write
 from htam_graph.runner.build import find_nvcc, gpu_arch
 from htam_graph.runner.evaluate import Evaluator, Progress, precheck
 from htam_graph.runner.jobs import EvalConfig
@@ -164,11 +163,7 @@ def save_recording(path: Path, recording: Recording) -> None:
     data = recording.model_dump_json(indent=None).encode()
     if path.suffix == ".gz":
         data = gzip.compress(data, mtime=0)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
-    os.replace(tmp, path)
+    atomic_write(path, data)
 
 
 class ReplayEvaluator(HoldsNothing):

@@ -9,13 +9,11 @@ answer in the script backend's format, so `--llm script` replays the run exactly
 
 from __future__ import annotations
 
-import os
-import tempfile
 from datetime import datetime
-from pathlib import Path
 
 from pydantic import BaseModel, Field, computed_field
 
+from htam_graph.files import atomic_write as atomic_write  # the loop's writers import it from here
 from htam_graph.llm.base import Completion, Prompt, Usage
 from htam_graph.memory.models import RunRecord, StepUpdate, utcnow
 from htam_graph.runner.models import EvalResult
@@ -178,18 +176,3 @@ class RunSummary(BaseModel):
         u = self.usage
         total = u.input_tokens + u.cache_read_tokens + u.cache_write_tokens
         return u.cache_read_tokens / total if total else None
-
-
-def atomic_write(path: Path, text: str) -> None:
-    """Write via a temporary file and a rename: a reader sees the old file or the new one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

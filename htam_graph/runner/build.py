@@ -1,10 +1,10 @@
 """Build CUDA source to a cubin with nvcc, behind a content-hash cache.
 
-A cubin is ~50-100x cheaper than a torch extension (KERNELBENCH.md: 0.55 s against
-55-64 s), so every native candidate goes through here. Failed builds are cached as well,
-so a broken candidate is never compiled twice. The cache lives on disk and is shared by
-the parent process and the candidate processes; writes are atomic (temp file + rename), so
-concurrent builders of the same key are harmless.
+A cubin is ~50-100x cheaper than a torch extension (0.55 s against 55-64 s for a
+`load_inline` build of the same kernel), so every native candidate goes through here.
+Failed builds are cached as well, so a broken candidate is never compiled twice. The cache
+lives on disk and is shared by the parent process and the candidate processes; writes are
+atomic (htam_graph/files.py), so concurrent builders of the same key are harmless.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from pydantic import BaseModel, Field
 
 from htam_graph.config import Settings, data_dir, load_settings
 from htam_graph.errors import UserError
+from htam_graph.files import atomic_write
 from htam_graph.runner.models import BuildResult
 from htam_graph.runner.sandbox import python_env
 
@@ -65,28 +66,23 @@ class BuildSettings(BaseModel):
 
 
 def find_nvcc(settings: Settings | None = None) -> Path:
-    """HTAM_NVCC, then PATH, then the PyPI nvcc (pip extra `nvcc`), then /usr/local/cuda."""
+    """HTAM_NVCC, then PATH, then what cuda.pathfinder finds (NVIDIA's PyPI wheels, which
+    this package installs on Linux; a conda environment; $CUDA_PATH or $CUDA_HOME; the
+    toolkit of the CUDA runtime the system loads), then /usr/local/cuda."""
     if path := (settings or load_settings()).nvcc:
         if not path.is_file():
             raise UserError(f"HTAM_NVCC={path} is not a file; point it at an nvcc executable")
         return path
     if on_path := shutil.which("nvcc"):
         return Path(on_path)
-    for candidate in _pip_nvcc_candidates():
-        if candidate.is_file():
-            return candidate
+    from cuda.pathfinder import find_nvidia_binary_utility  # here: ~50 ms to import, needed only now
+
+    if found := find_nvidia_binary_utility("nvcc"):
+        return Path(found)
     toolkit = Path("/usr/local/cuda/bin/nvcc")
     if toolkit.is_file():
         return toolkit
     raise UserError("nvcc not found: set HTAM_NVCC, put nvcc on PATH, or `pip install htam-graph[nvcc]`")
-
-
-def _pip_nvcc_candidates() -> list[Path]:
-    try:
-        import nvidia  # namespace package of NVIDIA's PyPI wheels
-    except ImportError:
-        return []
-    return [Path(root) / "cu13" / "bin" / "nvcc" for root in nvidia.__path__]
 
 
 # nvcc_version's answers, by nvcc path; a sandboxed candidate's process, which cannot run
@@ -238,7 +234,7 @@ def _run_nvcc(
             cubin_path = folder / f"{key}.cubin"
             data = out.read_bytes()
             digest = hashlib.sha256(data).hexdigest()
-            _atomic_write(cubin_path, data)
+            atomic_write(cubin_path, data)
         errors = "" if ok else condense_errors(log, source)
     result = BuildResult(
         ok=ok,
@@ -251,20 +247,8 @@ def _run_nvcc(
         errors=errors,
         log=log,
     )
-    _atomic_write(folder / f"{key}.json", result.model_dump_json().encode("utf-8"))
+    atomic_write(folder / f"{key}.json", result.model_dump_json().encode("utf-8"))
     return result
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide it from a sandboxed candidate running as nobody
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def build_many(

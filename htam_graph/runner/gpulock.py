@@ -7,21 +7,22 @@ workers sharing a GPU, or an `htam optimize` started beside a bench, take turns 
 what they do between jobs (generating the next candidate, building it with nvcc) overlaps
 the other's job.
 
-The lock is an advisory `flock` on a file named after the physical GPU as
-CUDA_VISIBLE_DEVICES names it (an index or a UUID; the same GPU named both ways by two
-processes is not recognised as one). It is held by an open file: a process that dies
+The lock is a `filelock.FileLock` (an advisory `flock`) on a file named after the physical
+GPU as CUDA_VISIBLE_DEVICES names it (an index or a UUID; the same GPU named both ways by
+two processes is not recognised as one). It is held by an open file: a process that dies
 releases it.
 """
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import re
 import tempfile
 import time
 from pathlib import Path
+
+from filelock import FileLock, Timeout
 
 logger = logging.getLogger(__name__)
 
@@ -47,8 +48,9 @@ class GpuLock:
     def __init__(self, gpu: str) -> None:
         self.gpu = gpu
         self.path = lock_dir() / f"gpu-{re.sub(r'[^A-Za-z0-9_.-]', '_', gpu)}.lock"
-        self._fd: int | None = None
-        self._depth = 0
+        # Shared by the threads of its owner (a referee takes it in one thread and may free it
+        # in another); the file is usable by every user of the machine.
+        self._lock = FileLock(self.path, mode=0o666, thread_local=False)
 
     @classmethod
     def of_device(cls, index: int) -> GpuLock:
@@ -56,38 +58,27 @@ class GpuLock:
 
     @property
     def held(self) -> bool:
-        return self._depth > 0
+        return self._lock.is_locked
 
     def acquire(self) -> None:
-        if self._depth == 0:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                began = time.monotonic()
-                logger.info("GPU %s is judging another job; waiting for it (%s)", self.gpu, self.path)
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                logger.info("GPU %s free after %.1f s", self.gpu, time.monotonic() - began)
-            except BaseException:
-                os.close(fd)
-                raise
-            self._fd = fd
-        self._depth += 1
+        if self._lock.is_locked:  # held already: one level deeper
+            self._lock.acquire()
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._lock.acquire(blocking=False)
+        except Timeout:
+            began = time.monotonic()
+            logger.info("GPU %s is judging another job; waiting for it (%s)", self.gpu, self.path)
+            self._lock.acquire()
+            logger.info("GPU %s free after %.1f s", self.gpu, time.monotonic() - began)
 
     def release(self) -> None:
-        if self._depth == 0:
-            return
-        self._depth -= 1
-        if self._depth == 0 and self._fd is not None:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
+        if self._lock.is_locked:
+            self._lock.release()
 
     def release_all(self) -> None:
-        if self._depth:
-            self._depth = 1
-            self.release()
+        self._lock.release(force=True)
 
     def __enter__(self) -> GpuLock:
         self.acquire()

@@ -1,4 +1,4 @@
-"""GPU timing by KernelBench's protocol (KERNELBENCH.md), made repeatable.
+"""GPU timing by KernelBench's protocol (docs/judge.md, Timing), made repeatable.
 
 Each trial: flush L2 by writing a 256 MB buffer, hold the GPU with a short spin kernel
 (the gate), record the start event, run, record the end event on the stream, synchronize
@@ -30,7 +30,7 @@ few trials stay alive so outputs rotate over as many blocks: a kernel's time can
 where its buffers landed (one pooling kernel: 0.256 vs 0.293 ms on two allocations of the
 same shapes). On the suite neither rotation measurably changed repeatability before the
 gate (1.5% and 3.9%, bench/results); the gate is what brought it to 0.27%.
-The median is reported: per-trial spread on the H200 is 3-5% (GPU_BASELINES.md).
+The median is reported: per-trial spread on the H200 is 3-5%.
 """
 
 from __future__ import annotations

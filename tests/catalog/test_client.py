@@ -20,6 +20,7 @@ from htam_graph.catalog.families import recognize
 from htam_graph.catalog.knobs import Knobs
 from htam_graph.catalog.render import Header, render_candidate
 from htam_graph.catalog.strategies import STRATEGIES
+from htam_graph.catalog.variants import render
 from htam_graph.config import ScoringParams
 from htam_graph.loop.evaluators import StandInEvaluator
 from htam_graph.loop.optimizer import Optimizer
@@ -30,7 +31,6 @@ from htam_graph.memory.seed import load_seed_bank
 from htam_graph.memory.sqlite_store import SQLiteStore
 from htam_graph.tasks import builtin_suite_dir, load_task, resolve_task
 from htam_graph.vocab import Method, Verdict
-from tests.catalog.variants import render
 
 pytestmark = pytest.mark.nvcc
 OWN = Path(__file__).with_name("tasks")

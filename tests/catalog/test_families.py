@@ -13,8 +13,9 @@ from htam_graph.catalog.ir import Unsupported
 from htam_graph.catalog.knobs import Knobs
 from htam_graph.catalog.program import ConvStage, GemmStage, build_program
 from htam_graph.catalog.render import conv_smem_applies
+from htam_graph.catalog.variants import render, singles
 from htam_graph.vocab import OperatorFamily as F
-from tests.catalog.variants import own, render, singles, suite
+from tests.catalog.variants import own, suite
 
 SUITE = {
     "level1/1_Square_matmul": F.MATMUL,

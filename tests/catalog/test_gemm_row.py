@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from htam_graph.catalog.knobs import Knobs
 from htam_graph.catalog.program import GemmStage, RowStage, build_program, gemm_row_fusable
-from tests.catalog.variants import recognized, render, suite
+from htam_graph.catalog.variants import recognized, render
+from tests.catalog.variants import suite
 
 FUSED = Knobs(tf32x3=True, fuse_epilogue=True, fuse_stats=True)
 

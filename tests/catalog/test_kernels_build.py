@@ -14,12 +14,13 @@ from pathlib import Path
 import pytest
 
 from htam_graph.catalog.knobs import Knobs
+from htam_graph.catalog.render import kernel_templates
+from htam_graph.catalog.variants import everything, recognized, render, singles
 from htam_graph.runner.build import BuildSettings, build_many, find_nvcc
 from htam_graph.runner.formats import static_cuda_sources
 from htam_graph.runner.native import parse_kernels, parse_signature
 from htam_graph.runner.static_checks import static_check
-from htam_graph.templating import kernel_templates
-from tests.catalog.variants import everything, own, recognized, render, singles, suite
+from tests.catalog.variants import own, suite
 
 
 def _launched(source: str) -> set[str]:

@@ -19,9 +19,10 @@ import pytest
 from htam_graph.catalog.families import load_source
 from htam_graph.catalog.knobs import Knobs
 from htam_graph.catalog.strategies import first_kernel
+from htam_graph.catalog.variants import everything, recognized, render, shrink
+from htam_graph.runner.cpu_cuda import compare, compile_cpu_batch, shim
 from htam_graph.runner.formats import static_cuda_sources
-from tests.catalog.cpu_cuda import _shim, compare, compile_cpu_batch
-from tests.catalog.variants import everything, own, recognized, render, shrink, suite
+from tests.catalog.variants import own, suite
 
 IN_CI = bool(os.environ.get("CI"))
 # Under pytest-xdist both tests run in one worker: they share the module's workdir (the
@@ -106,7 +107,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_every_task_matches_its_reference_in_base_and_tuned_kernels(workdir: Path) -> None:
     cases = _cases()
     assert len(cases) > 100
-    _shim(workdir)
+    shim(workdir)
     # Sources are read here, not in the threads: CPython 3.11's ast.parse is not thread-safe
     # (CI: "SystemError: AST constructor recursion depth mismatch").
     batches: dict[str, list[str]] = {}  # a task's variants are built together, in one g++ run

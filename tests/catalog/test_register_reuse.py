@@ -11,7 +11,8 @@ import pytest
 
 from htam_graph.catalog.knobs import Knobs
 from htam_graph.catalog.strategies import apply
-from tests.catalog.variants import recognized, render, shrink, suite
+from htam_graph.catalog.variants import recognized, render, shrink
+from tests.catalog.variants import suite
 
 FUSED = {"fuse_prologue": True, "fuse_epilogue": True, "fuse_stats": True}
 

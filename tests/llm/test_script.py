@@ -157,4 +157,4 @@ def test_the_writer_round_trips_a_run(tmp_path: Path) -> None:
     assert replay.structured(PLAN, Plan)[0] == plan
     with pytest.raises(InvalidAnswer, match="cut off at the token limit"):
         replay.structured(PLAN, Plan)
-    assert not path.with_name("recorded.yaml.tmp").exists()
+    assert not list(path.parent.glob(".recorded.yaml.*"))  # no temporary file is left behind

@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
+import htam_graph.catalog
+from htam_graph.catalog.render import kernel_templates
 from htam_graph.resources import resource_dir
-from htam_graph.templating import Rendered, TemplateError, Templates, kernel_templates, prompts
+from htam_graph.templating import Rendered, TemplateError, Templates, prompts
 
 TEMPLATES = Templates(Path(__file__).parent / "templates")
 
@@ -91,4 +93,5 @@ def test_kernel_templates_render_by_the_same_rules() -> None:
 
 def test_the_shipped_folders() -> None:
     assert prompts().root == resource_dir("prompts")
-    assert kernel_templates().root == resource_dir("prompts") / "kernels"
+    assert kernel_templates().root == Path(htam_graph.catalog.__file__).parent / "kernels"
+    assert not (resource_dir("prompts") / "kernels").exists()  # prompts/ holds the LLM's prompts only

@@ -97,3 +97,14 @@ def test_build_settings_come_from_the_configuration_once(tmp_path: Path, monkeyp
     assert settings.for_arch("sm_90").arch == "sm_80"  # a configured arch wins over the GPU's
     monkeypatch.delenv("HTAM_CUDA_ARCH")
     assert BuildSettings.resolve().for_arch("sm_90").arch == "sm_90"
+
+
+def test_without_htam_nvcc_or_path_nvcc_is_what_cuda_pathfinder_finds(monkeypatch: pytest.MonkeyPatch):
+    from cuda.pathfinder import find_nvidia_binary_utility
+
+    found = find_nvidia_binary_utility("nvcc")
+    if found is None:
+        pytest.skip("cuda.pathfinder finds no nvcc here")
+    monkeypatch.delenv("HTAM_NVCC", raising=False)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert find_nvcc() == Path(found)

@@ -1,6 +1,9 @@
 """Run native-format candidates on the CPU: their CUDA_SRC compiled with g++ against
-cpu_cuda.h, launched through ctypes on CPU tensors. For checking the catalog's kernels'
-numbers where there is no GPU; the GPU judge remains the authority (docs/catalog.md)."""
+cpu_cuda.h (beside this file: real barriers and warp shuffles between OS threads), launched
+through ctypes on CPU tensors. For checking the catalog's kernels' numbers where there is
+no GPU (its tests, bench/bench_catalog_coverage.py); the judge never uses it, and the GPU
+judge remains the authority (docs/catalog.md). Needs g++.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import types
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,6 +24,7 @@ from unittest import mock
 
 import torch
 
+from htam_graph.files import atomic_file, atomic_write
 from htam_graph.runner import native
 from htam_graph.runner.native import CTYPES, parse_kernels, parse_signature
 
@@ -52,17 +57,13 @@ def _cpu_source(source: str) -> str:
 FLAGS = ["-std=c++20", "-O1", "-fPIC", "-pthread", "-w", "-fsanitize=alignment", "-fno-sanitize-recover=alignment"]
 
 
-def _shim(workdir: Path) -> Path:
+def shim(workdir: Path) -> Path:
     """The shim header in `workdir`, with a precompiled header beside it (halves each build)."""
     header = workdir / f"cpu_cuda.{hashlib.sha256(SHIM.read_bytes()).hexdigest()[:12]}.h"
     if not (header.parent / (header.name + ".gch")).exists():
-        workdir.mkdir(parents=True, exist_ok=True)
-        tmp_header = header.with_name(f"{header.name}.{os.getpid()}.tmp")
-        tmp_header.write_bytes(SHIM.read_bytes())
-        os.replace(tmp_header, header)
-        tmp = header.with_name(f"{header.name}.{os.getpid()}.gch")
-        subprocess.run(["g++", *FLAGS, "-x", "c++-header", str(header), "-o", str(tmp)], check=True)
-        os.replace(tmp, header.with_name(header.name + ".gch"))
+        atomic_write(header, SHIM.read_bytes())
+        with atomic_file(header.with_name(header.name + ".gch")) as tmp:
+            subprocess.run(["g++", *FLAGS, "-x", "c++-header", str(header), "-o", str(tmp)], check=True)
     return header
 
 
@@ -75,17 +76,20 @@ def _digest(source: str) -> str:
 
 
 def _gxx(cpp: str, lib: Path, workdir: Path) -> None:
-    header = _shim(workdir)
+    header = shim(workdir)
     src = lib.with_name(f"{lib.stem}.{os.getpid()}.cpp")
     src.write_text(cpp)
-    tmp = lib.with_name(f"{lib.stem}.{os.getpid()}.so")
-    done = subprocess.run(
-        ["g++", *FLAGS, "-shared", "-include", str(header), str(src), "-o", str(tmp)], capture_output=True, text=True
-    )
-    src.unlink(missing_ok=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"g++ failed for the CPU build:\n{done.stderr[-4000:]}")
-    os.replace(tmp, lib)  # concurrent builders never load a half-written library
+    try:
+        with atomic_file(lib) as tmp:  # concurrent builders never load a half-written library
+            done = subprocess.run(
+                ["g++", *FLAGS, "-shared", "-include", str(header), str(src), "-o", str(tmp)],
+                capture_output=True,
+                text=True,
+            )
+            if done.returncode != 0:
+                raise RuntimeError(f"g++ failed for the CPU build:\n{done.stderr[-4000:]}")
+    finally:
+        src.unlink(missing_ok=True)
 
 
 def compile_cpu(source: str, workdir: Path) -> Path:
@@ -119,7 +123,7 @@ def compile_cpu_batch(sources: list[str], workdir: Path) -> None:
     lib = workdir / f"b{_digest(''.join(sources))}.so"
     _gxx("\n".join(parts) + "\n", lib, workdir)
     for source in sources:
-        (workdir / f"k{_digest(source)}.batch").write_text(lib.name)
+        atomic_write(workdir / f"k{_digest(source)}.batch", lib.name)
 
 
 def _batched(source: str, workdir: Path) -> tuple[Path, str] | None:
@@ -156,7 +160,7 @@ class CpuModule:
 def _dims(d: Any) -> tuple[int, int, int]:
     t = (d,) if isinstance(d, int) else tuple(d)
     assert all(isinstance(x, int) and x > 0 for x in t), f"bad launch dims {d}"
-    return (*t, *(1,) * (3 - len(t)))  # type: ignore[return-value]
+    return (*t, *(1,) * (3 - len(t)))
 
 
 class _Props:
@@ -231,8 +235,9 @@ def reference_dtype(task: types.ModuleType, inputs: list[Any]) -> torch.dtype:
     return out.dtype
 
 
-if __name__ == "__main__":  # python -m tests.catalog.cpu_cuda TASK.py CANDIDATE.py
-    from htam_graph.catalog.families import load_source
+if __name__ == "__main__":  # python -m htam_graph.runner.cpu_cuda TASK.py CANDIDATE.py
+    from htam_graph.tasks.loader import exec_source
 
-    task_module = load_source(Path(sys.argv[1]).read_text())
-    print(compare(task_module, Path(sys.argv[2]).read_text(), Path("/tmp/htam-cpu-cuda")))
+    task_path = Path(sys.argv[1])
+    task_module = exec_source(task_path.read_text(), str(task_path), "htam_cpu_cuda_task")
+    print(compare(task_module, Path(sys.argv[2]).read_text(), Path(tempfile.gettempdir()) / "htam-cpu-cuda"))

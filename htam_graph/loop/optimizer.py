@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field
 from htam_graph.config import ScoringParams
 from htam_graph.llm.base import InvalidAnswer, LLMClient, Prompt, Usage
 from htam_graph.llm.script import Script, ScriptClient, ScriptEntry
-from htam_graph.loop.evaluators import CandidateEvaluator
+from htam_graph.loop.evaluators import CandidateEvaluator, hardware_of
 from htam_graph.loop.extract import extract_candidate
 from htam_graph.loop.records import (
     Attempt,
@@ -541,7 +541,7 @@ class Optimizer:
         user = render(name, **values)
         system = [render("system", target=self.manifest.target)]
         if self._static is None:
-            self._static = [render("native_contract")]
+            self._static = [render("native_contract"), render("hardware", hw=hardware_of(self.evaluator))]
             if self.method in WITH_MEMORY:
                 self._static.append(render("memory_bank", globals=self.store.get_globals()))
             self._static.append(render("task", task=self.context))

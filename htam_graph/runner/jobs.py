@@ -6,7 +6,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from htam_graph.runner.build import BuildSettings
-from htam_graph.runner.models import EvalResult
+from htam_graph.runner.models import EvalResult, HardwareFacts
 from htam_graph.tasks import Task
 from htam_graph.vocab import CandidateFormat
 
@@ -73,6 +73,7 @@ class RefereeInfo(BaseModel):
     device: str
     arch: str
     versions: dict[str, str]
+    hardware: HardwareFacts | None = Field(None, description="the GPU's facts for the prompts (runner/hardware.py)")
 
 
 class JobReply(BaseModel):

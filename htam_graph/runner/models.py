@@ -207,3 +207,31 @@ class Feedback(BaseModel):
             suspicious=result.suspicious,
             roofline=result.roofline if ok else None,
         )
+
+
+class HardwareFacts(BaseModel):
+    """The judging machine's GPU and build, as every method's prompt states them (issue 34,
+    item 4). Measured on the referee's GPU (runner/hardware.py); where nothing measured them
+    (the stand-in evaluator, an old replay) the unknown ones are None and `measured` False,
+    and the prompt says so instead of quoting another GPU's numbers."""
+
+    judged_by: str = Field(description="what judges the candidates, as the prompt says it")
+    measured: bool = Field(description="the GPU fields were read from the judging GPU")
+    gpu: str | None = Field(None, description="e.g. NVIDIA H200")
+    capability: str | None = Field(None, description="compute capability, e.g. 9.0")
+    sm_count: int | None = None
+    memory_gib: float | None = None
+    peak_bandwidth_gbs: float | None = Field(None, description="2 x memory clock x bus width, the roofline's peak")
+    l2_mib: float | None = None
+    shared_per_block_kib: float | None = Field(None, description="the opt-in maximum of dynamic shared memory")
+    shared_per_sm_kib: float | None = None
+    registers_per_sm: int | None = None
+    max_threads_per_sm: int | None = None
+    arch: str = Field(description="the -arch of every build, e.g. sm_90")
+    nvcc_flags: list[str] = Field(description="every flag of the candidate build, -arch included")
+    nvcc_version: str | None = Field(None, description="'release X.Y, VX.Y.Z' of the nvcc that builds")
+    cuda_runtime: str | None = Field(None, description="torch's CUDA runtime version")
+
+    @property
+    def nvcc_command(self) -> str:
+        return " ".join(["nvcc", "-cubin", *self.nvcc_flags])

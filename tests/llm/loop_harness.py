@@ -20,7 +20,7 @@ from htam_graph.loop.runs import create_run
 from htam_graph.memory.models import RunConfig
 from htam_graph.memory.seed import load_seed_bank
 from htam_graph.memory.sqlite_store import SQLiteStore
-from htam_graph.runner.models import EvalResult, Timing
+from htam_graph.runner.models import EvalResult, HardwareFacts, Timing
 from htam_graph.tasks import Task, resolve_task
 from htam_graph.vocab import Method, Verdict
 
@@ -65,8 +65,18 @@ def kernel_answer(n: int) -> str:
     return f"Here is the kernel.\n```python\n{kernel(n)}```\n"
 
 
+# What an H200's referee measures (runner/hardware.py), as the scripted judge's facts.
+H200 = HardwareFacts(
+    judged_by="NVIDIA H200 (sm_90)", measured=True, gpu="NVIDIA H200", capability="9.0", sm_count=132,
+    memory_gib=139.8, peak_bandwidth_gbs=4800, l2_mib=50.0, shared_per_block_kib=227.0, shared_per_sm_kib=228.0,
+    registers_per_sm=65536, max_threads_per_sm=2048, arch="sm_90", nvcc_flags=["-O3", "-lineinfo", "-arch=sm_90"],
+    nvcc_version="release 12.8, V12.8.93", cuda_runtime="12.8",
+)  # fmt: skip
+
+
 class ScriptedJudge(HoldsNothing):
     label, device, target = "scripted", "scripted timings (no GPU)", TARGET
+    hardware = H200
 
     def evaluate(self, task: Task, source: str) -> EvalResult:
         n = int(re.search(r"// kernel (\d+)", source)[1])  # type: ignore[index]

@@ -78,6 +78,14 @@ class GpuEvaluator:
         """Several candidates, built ahead in parallel while the GPU judges (runner.Evaluator)."""
         return self._evaluator.evaluate_many(pairs, progress)
 
+    def reference(self, task: Task) -> EvalResult:
+        """The reference's timings and roofline alone (a reference_only job: no candidate)."""
+        config = self._evaluator.config.model_copy(update={"reference_only": True})
+        return self._evaluator.evaluate_many([(task, REFERENCE_ONLY)], config=config)[0]
+
+
+# The candidate of a reference_only job (never loaded) and its replay key.
+REFERENCE_ONLY = "# the reference's timings only: no candidate\n"
 
 STAND_IN_DEVICE = (
     "stand-in evaluator (no GPU): static checks and nvcc builds are real, ok verdicts and times are synthetic"
@@ -127,6 +135,17 @@ class StandInEvaluator(HoldsNothing):
                 "versions": {**result.versions, "evaluator": "stand-in"},
             }
         )
+
+    def reference(self, task: Task) -> EvalResult:
+        """The synthetic eager time every stand-in result carries (1.0 ms)."""
+        return EvalResult(
+            task_id=task.id, task_sha256=task.sha256, candidate_sha256=_sha(REFERENCE_ONLY),
+            candidate_format="native", verdict=Verdict.CHECKED, reference_eager=_timing(1.0), device=STAND_IN_DEVICE,
+        )  # fmt: skip
+
+
+def _sha(source: str) -> str:
+    return hashlib.sha256(source.encode()).hexdigest()
 
 
 def _timing(ms: float) -> Timing:
@@ -210,6 +229,18 @@ class ReplayEvaluator(HoldsNothing):
             )
         return result.model_copy(update={"device": self.device})
 
+    def reference(self, task: Task) -> EvalResult | None:
+        """The recorded reference-only result, else the reference timing any recorded result
+        of this task file carries (the judge times the reference once per task)."""
+        found = self.recording.results.get(replay_key(task, REFERENCE_ONLY))
+        if found is None:
+            prefix = f"{task.id}|{task.sha256}|"
+            found = next(
+                (r for k, r in sorted(self.recording.results.items()) if k.startswith(prefix) and r.reference_eager),
+                None,
+            )
+        return None if found is None else found.model_copy(update={"device": self.device})
+
 
 class RecordingEvaluator:
     """An evaluator (the GPU judge) keeping every result it gives, for a replay file
@@ -244,6 +275,19 @@ class RecordingEvaluator:
         result = self._inner.evaluate(task, source)
         self.results[replay_key(task, source)] = result
         return result
+
+    def reference(self, task: Task) -> EvalResult | None:
+        result = reference_of(self._inner, task)
+        if result is not None:
+            self.results[replay_key(task, REFERENCE_ONLY)] = result
+        return result
+
+
+def reference_of(evaluator: object, task: Task) -> EvalResult | None:
+    """The reference's timings from the evaluator, where it can give them (`reference`):
+    step 1's prompt states the time to beat (issue 34, item 5)."""
+    reference = getattr(evaluator, "reference", None)
+    return reference(task) if callable(reference) else None
 
 
 def hardware_of(evaluator: object) -> HardwareFacts:

@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field
 from htam_graph.config import ScoringParams
 from htam_graph.llm.base import InvalidAnswer, LLMClient, Prompt, Usage
 from htam_graph.llm.script import Script, ScriptClient, ScriptEntry
-from htam_graph.loop.evaluators import CandidateEvaluator, hardware_of
+from htam_graph.loop.evaluators import CandidateEvaluator, hardware_of, reference_of
 from htam_graph.loop.extract import extract_candidate
 from htam_graph.loop.records import (
     Attempt,
@@ -41,6 +41,7 @@ from htam_graph.loop.state import (
     LastCandidate,
     LocalView,
     PathEntry,
+    ReferenceTiming,
     RetrievedStep,
     StepState,
     TaskContext,
@@ -57,6 +58,7 @@ from htam_graph.vocab import MAX_DISTANCE, Method, Verdict
 
 log = logging.getLogger(__name__)
 
+REFERENCE = "reference.json"  # the reference's timings, as the judge gave them, in the run folder
 START = "start.json"  # the generator's start kernel and its judgement, in the run folder
 CODE_MAX_TOKENS = 16000
 CHOICE_MAX_TOKENS = 1000
@@ -131,6 +133,7 @@ class Optimizer:
         self.policy = SoftmaxPolicy(self.run_record.seed, self.run_record.id, self.params.tau)
         self.steps: list[StepRecord] = []
         self.start: Attempt | None = None  # the generator's start kernel, judged once (start.json)
+        self.reference: ReferenceTiming | None = None  # the time to beat (reference.json)
         self._calls: list[CallRecord] = []  # of the step in progress
         self._step_state: StepState | None = None  # of the step in progress
         self._shared: Rendered | None = None  # its rendering, the same in every call of the step
@@ -145,6 +148,7 @@ class Optimizer:
         self.store.start_run(self.run_record, TaskRecord(id=self.task.id, name=self.task.name, sha256=self.task.sha256))
         self.steps = load_steps(self.folder)
         self.start = self._start_kernel()
+        self.reference = self._reference()
         for done in self.steps:  # a step persisted just before a kill may not have reached the memory
             self.store.record_step(done.update)
         if self.steps and isinstance(self.client, ScriptClient):
@@ -176,6 +180,23 @@ class Optimizer:
         start = Attempt(source=source, result=self.evaluator.evaluate(self.task, source))
         atomic_write(path, start.model_dump_json(indent=1))
         return start
+
+    def _reference(self) -> ReferenceTiming | None:
+        """The reference's timings: from reference.json, else from a result the run holds,
+        else asked of the evaluator (a reference-only job on the GPU), and written there, so
+        step 1's prompt states the time to beat (issue 34, item 5)."""
+        path = self.folder / REFERENCE
+        if path.exists():
+            return ReferenceTiming.of(EvalResult.model_validate_json(path.read_text()))
+        held = [self.start] if self.start is not None else []
+        held += [attempt for step in self.steps for attempt in step.attempts]
+        result = next((a.result for a in held if a.result is not None and a.result.reference_eager), None)
+        if result is None:
+            result = reference_of(self.evaluator, self.task)
+        if result is None or result.reference_eager is None:
+            return None
+        atomic_write(path, result.model_dump_json(indent=1))
+        return ReferenceTiming.of(result)
 
     def _start_candidate(self) -> Candidate | None:
         """The start kernel as a candidate to build on, when it was judged correct."""
@@ -345,6 +366,7 @@ class Optimizer:
             last=_feedback(last.final) if last is not None and last is not best_step else None,
             last_candidate=last_candidate,
             path=[PathEntry.of(s.update) for s in self.steps],
+            reference=self.reference,
         )
         self._step_state, self._shared = state, render("step_state", state=state)
         return state

@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 
 from htam_graph.memory.models import Evidence, GlobalNode, GlobalScore, LocalNode, StepUpdate, Transition
 from htam_graph.memory.outcome import COUNTER_NAMES, Counters
-from htam_graph.runner.models import Feedback
+from htam_graph.runner.models import EvalResult, Feedback, Roofline
 from htam_graph.vocab import Method, Verdict
 
 EVIDENCE_SHOWN = 3  # newest evidence entries of each sign a prompt shows per local
@@ -40,6 +40,10 @@ class TaskContext(BaseModel):
     source: str = Field(description="the KernelBench-format task file")
     dtype: str = Field(description="dtype of the first floating-point input, e.g. float32")
     input_shapes: list[list[int]] = Field(description="shapes of get_inputs()'s tensors")
+    bytes_moved: int | None = Field(
+        None, description="as the judge's roofline counts them (runner/referee/roofline.moved_bytes); None: unknown"
+    )
+    flops: int | None = Field(None, description="of the reference forward, as the roofline counts them")
 
 
 class Outcomes(BaseModel):
@@ -204,6 +208,26 @@ class LastCandidate(BaseModel):
     feedback: Feedback
 
 
+class ReferenceTiming(BaseModel):
+    """The PyTorch reference's own times and roofline: the time to beat, from step 1 on."""
+
+    eager_ms: float
+    compile_ms: float | None
+    roofline: Roofline | None
+
+    @classmethod
+    def of(cls, result: EvalResult) -> ReferenceTiming | None:
+        if result.reference_eager is None:
+            return None
+        compiled = result.reference_compile
+        return cls(
+            eager_ms=round(result.reference_eager.median_ms, 4),
+            compile_ms=round(compiled.median_ms, 4) if compiled is not None else None,
+            # a reference-only job's roofline is the reference's own; a candidate's is the candidate's
+            roofline=result.roofline if result.verdict == Verdict.CHECKED else None,
+        )
+
+
 class StepState(BaseModel):
     """s_t: everything a step's prompts are rendered from."""
 
@@ -223,6 +247,7 @@ class StepState(BaseModel):
         None, description="the previous step's candidate and feedback, when it is not the base shown"
     )
     path: list[PathEntry] = Field(description="earlier steps, oldest first")
+    reference: ReferenceTiming | None = Field(None, description="the reference's times, where the judge gave them")
 
     @property
     def base(self) -> Candidate:

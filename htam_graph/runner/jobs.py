@@ -38,6 +38,11 @@ class EvalConfig(BaseModel):
         "unconfined, generated code runs with the judge's privileges, and results say so",
     )
     compile_reference: bool = Field(False, description="also time torch.compile of the reference")
+    reference_only: bool = Field(
+        False,
+        description="time the reference and stop: no candidate is checked or loaded; verdict `checked` with the "
+        "reference's timings and roofline (the loop's step 1 states the time to beat)",
+    )
     timeout_s: float = Field(120.0, gt=0, description="per candidate, native format")
     kernelbench_timeout_s: float = Field(900.0, gt=0, description="per candidate, load_inline format")
     compile_timeout_s: float = Field(600.0, gt=0, description="added when compile_reference is on")

@@ -95,7 +95,9 @@ class Timing(BaseModel):
 class Roofline(BaseModel):
     """Where a timing sits against the device's limits (docs/judge.md, "Roofline")."""
 
-    bytes_moved: int = Field(description="inputs read once plus outputs written once")
+    bytes_moved: int = Field(
+        description="inputs, parameters and buffers read once plus outputs written once (referee/roofline.moved_bytes)"
+    )
     flops: int = Field(description="floating-point operations of the reference forward (0 when none are counted)")
     peak_bandwidth_gbs: float = Field(description="2 x memory clock x bus width, GB/s")
     peak_tflops: float | None = Field(description="SMs x clock x FLOPs per SM per clock for the task's dtype")
@@ -124,6 +126,10 @@ class EvalResult(BaseModel):
     cheats: list[CheatFinding] = Field(default_factory=list)
     max_abs_error: float | None = None
     max_rel_error: float | None = None
+    atol: float | None = Field(
+        None, description="the largest absolute tolerance a comparison applied (widened where the reference is noisy)"
+    )
+    atol_default: float | None = Field(None, description="the absolute tolerance before any widening")
     correctness_trials: int = 0
     probes: list[ProbeRecord] = Field(default_factory=list)
     candidate: Timing | None = None
@@ -173,6 +179,8 @@ class Feedback(BaseModel):
     cheats: list[str]
     max_abs_error: float | None
     max_rel_error: float | None
+    atol: float | None = Field(None, description="only when widened above atol_default (the prompt explains it)")
+    atol_default: float | None = None
     candidate_ms: float | None
     candidate_host_ms: float | None = Field(
         description="host time of forward, only when it exceeds the GPU time: then the CPU side is what to cut"
@@ -195,6 +203,8 @@ class Feedback(BaseModel):
             cheats=[f"{c.kind.value}: {c.detail}" for c in result.cheats],
             max_abs_error=result.max_abs_error,
             max_rel_error=result.max_rel_error,
+            atol=result.atol if result.atol and result.atol_default and result.atol > result.atol_default else None,
+            atol_default=result.atol_default,
             candidate_ms=_round(cand.median_ms, 4) if cand is not None else None,
             candidate_host_ms=_round(host, 4)
             if cand is not None and host is not None and host > cand.median_ms

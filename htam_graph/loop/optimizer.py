@@ -48,7 +48,7 @@ from htam_graph.loop.state import (
     TransitionView,
     code_diff,
 )
-from htam_graph.memory.models import GlobalScore, StepUpdate, TaskRecord, utcnow
+from htam_graph.memory.models import MAX_TEXT_LENGTH, GlobalScore, StepUpdate, TaskRecord, utcnow
 from htam_graph.memory.store import MemoryStore
 from htam_graph.policy.policy import SoftmaxPolicy, with_probabilities
 from htam_graph.runner.models import EvalResult, Feedback
@@ -74,10 +74,19 @@ WITHOUT_MEMORY = {Method.VANILLA, Method.FEEDBACK, Method.FLAT, Method.RANDOM, M
 WITH_MEMORY = set(Method) - WITHOUT_MEMORY  # the memory bank in the prompts
 
 
+DECLINE = "decline"  # the strategy choice's answer when no offered strategy fits (issue 34, item 6)
+# Directions aimed at memory-bound kernels (their intent says so): not offered to a language
+# model for a task whose arithmetic intensity makes it compute-bound.
+MEMORY_BOUND_DIRECTIONS = frozenset({"memory_access"})
+# FLOPs per byte moved above which a task is compute-bound: fp32 CUDA-core peak over memory
+# bandwidth is about 14 on the H200 and 10 on the A100 (a GEMM of level 2 is in the hundreds).
+COMPUTE_BOUND_INTENSITY = 10.0
+
+
 class LocalChoice(BaseModel):
     """The LLM's structured answer to select_local.j2."""
 
-    local_id: str = Field(description="the id of the chosen strategy")
+    local_id: str = Field(description="the id of the chosen strategy, or `decline` when none fits this task")
     reason: str = Field("", description="one sentence on why")
 
 
@@ -90,6 +99,8 @@ class Direction(BaseModel):
     scores: list[GlobalScore] = Field(default_factory=list)
     offered: list[str] | None = None  # the globals the backend could act on; None: all
     transitions: list[TransitionView] = Field(default_factory=list)
+    choice_reason: str = ""  # the model's reason for declining the strategies
+    declined: list[str] = Field(default_factory=list)  # the strategies offered and declined
     retrieved: list[RetrievedStep] = Field(default_factory=list)
 
 
@@ -297,6 +308,8 @@ class Optimizer:
             deadband=deadband,
             error_class=_error_class(final.result),
             note=note,
+            choice_reason=direction.choice_reason[:MAX_TEXT_LENGTH],
+            declined=direction.declined,
             scores={s.global_id: s.score for s in direction.scores},
         )
         return StepRecord(
@@ -392,19 +405,23 @@ class Optimizer:
                 transitions=self._transitions(glob.id, prefix),
             )
             if self.method in CHOOSES_LOCAL:
-                locals_ = [LocalView.of(loc) for loc in self.store.get_locals(glob.id)]
+                locals_ = self._fitting([LocalView.of(loc) for loc in self.store.get_locals(glob.id)])
                 direction.local, direction.local_fallback = self._choose_local(state, direction, locals_)
             return direction
         if self.method == Method.HTAM_NO_HIERARCHY:
-            views = [LocalView.of(loc) for loc in self.store.get_locals()]
+            views = self._fitting([LocalView.of(loc) for loc in self.store.get_locals()])
             offered = self._offered(state, [v.global_id for v in views])
             if offered is not None:
                 views = [v for v in views if v.global_id in offered]
             rng = self.policy.rng(state.step_index, "hierarchy-free")
             ranked = hierarchy_free_locals(views, self.params.alpha, rng)
-            local, fallback = self._choose_local(state, Direction(), ranked)
-            glob = next(g for g in self.store.get_globals() if g.id == local.global_id)
-            return Direction(glob=GlobalView.of(glob), local=local, local_fallback=fallback, offered=offered)
+            free = Direction(offered=offered)
+            local, free.local_fallback = self._choose_local(state, free, ranked)
+            if local is None:  # declined: the step has no direction (no global to credit)
+                return free
+            free.local = local
+            free.glob = GlobalView.of(next(g for g in self.store.get_globals() if g.id == local.global_id))
+            return free
         if self.method == Method.FLAT:
             return Direction(retrieved=self._similar_steps())
         if self.method in (Method.RANDOM, Method.FEEDBACK):
@@ -436,11 +453,36 @@ class Optimizer:
         """The globals among `candidates` that the backend says it can act on in this state
         (asked with the state as the prompts receive it), sorted; None for all of them: the
         backend named none (a language model), or none of the candidates (every direction
-        would fail, so the method draws as it would without the backend's word)."""
+        would fail, so the method draws as it would without the backend's word).
+
+        A language model names none; it is offered the directions that fit the task (issue
+        34, item 6): those with a strategy for the task's operator family, and no direction
+        aimed at memory-bound kernels when the task is compute-bound."""
         can = self.client.directions(_jsonable({"state": state})["state"])
         if not can:
-            return None
+            return self._fitting_globals(candidates)
         return sorted(set(candidates) & can) or None
+
+    def _fits_task(self) -> bool:
+        """Whether the offers are filtered by the task: for language models and their
+        replays (the catalog names what it can act on itself, and has done so already)."""
+        return self.client.name != "catalog"
+
+    def _fitting(self, locals_: list[LocalView]) -> list[LocalView]:
+        """The strategies that apply to the task's operator family (all, when none does)."""
+        if not self._fits_task():
+            return locals_
+        return [v for v in locals_ if v.fits(self.context.family)] or locals_
+
+    def _fitting_globals(self, candidates: list[str]) -> list[str] | None:
+        if not self._fits_task():
+            return None
+        family = self.context.family
+        fitting = {loc.global_id for loc in self.store.get_locals() if LocalView.of(loc).fits(family)}
+        if (self.context.intensity or 0.0) >= COMPUTE_BOUND_INTENSITY:
+            fitting -= MEMORY_BOUND_DIRECTIONS
+        offered = sorted(set(candidates) & fitting)
+        return offered if offered and set(offered) != set(candidates) else None
 
     def _transitions(self, target: str, prefix: list[str]) -> list[TransitionView]:
         edges = {(t.source, t.target): t for t in self.store.get_transitions() if t.target == target}
@@ -450,8 +492,12 @@ class Optimizer:
                 views.append(TransitionView.of(edge, k))
         return views
 
-    def _choose_local(self, state: StepState, direction: Direction, locals_: list[LocalView]) -> tuple[LocalView, bool]:
-        """The LLM's choice among `locals_`; one retry, then the best by its own record."""
+    def _choose_local(
+        self, state: StepState, direction: Direction, locals_: list[LocalView]
+    ) -> tuple[LocalView | None, bool]:
+        """The LLM's choice among `locals_`, with its reason (kept in `direction`); None when
+        it declined them all (the step follows the direction alone, and the memory keeps the
+        reason); one retry, then the best by its own record."""
         if not locals_:
             raise ValueError("a global without locals: seed the memory (htam memory seed)")
         by_record = max(locals_, key=lambda v: v.shrunk_mean_reward(self.params.alpha))
@@ -467,6 +513,11 @@ class Optimizer:
             except InvalidAnswer as bad:
                 self._calls.append(CallRecord.of(prompt, bad.completion, error=bad.reason))
                 continue
+            if answer.local_id == DECLINE:
+                self._calls.append(CallRecord.of(prompt, completion))
+                direction.choice_reason, direction.declined = answer.reason.strip(), list(by_id)
+                log.info("step %d: the model declined the strategies: %s", state.step_index, answer.reason)
+                return None, False
             if answer.local_id in by_id:
                 self._calls.append(CallRecord.of(prompt, completion))
                 return by_id[answer.local_id], False

@@ -112,8 +112,20 @@ def task_context(task: Task) -> TaskContext:
     dtype = str(task_dtype(module)).removeprefix("torch.")
     moved, flops = _roofline_counts(module, inputs)
     return TaskContext(
-        id=task.id, name=task.name, source=task.source, dtype=dtype, input_shapes=shapes, bytes_moved=moved, flops=flops
-    )
+        id=task.id, name=task.name, source=task.source, dtype=dtype, input_shapes=shapes, bytes_moved=moved,
+        flops=flops, family=_family(task),
+    )  # fmt: skip
+
+
+def _family(task: Task) -> str | None:
+    """The operator family the catalog reads from the reference's graph; None where it cannot."""
+    from htam_graph.catalog.families import recognize
+
+    try:
+        return recognize(task.source).family.value
+    except Exception:  # Unsupported, or a graph the tracer cannot follow: every strategy stays on offer
+        log.debug("%s: no operator family", task.id, exc_info=True)
+        return None
 
 
 def _roofline_counts(module: Any, inputs: list[Any]) -> tuple[int | None, int | None]:

@@ -44,6 +44,16 @@ class TaskContext(BaseModel):
         None, description="as the judge's roofline counts them (runner/referee/roofline.moved_bytes); None: unknown"
     )
     flops: int | None = Field(None, description="of the reference forward, as the roofline counts them")
+    family: str | None = Field(
+        None, description="the operator family (catalog/families.py), as strategies' applies_to name it; None: unknown"
+    )
+
+    @property
+    def intensity(self) -> float | None:
+        """FLOPs per byte moved, as the roofline counts both; None when unknown."""
+        if not self.flops or not self.bytes_moved:
+            return None
+        return self.flops / self.bytes_moved
 
 
 class Outcomes(BaseModel):
@@ -121,6 +131,10 @@ class LocalView(BaseModel):
             positive=loc.positive[:EVIDENCE_SHOWN],
             negative=loc.negative[:EVIDENCE_SHOWN],
         )
+
+    def fits(self, family: str | None) -> bool:
+        """Whether the strategy applies to a task of `family` (unknown: every strategy does)."""
+        return family is None or not self.applies_to or family in self.applies_to or "any" in self.applies_to
 
     def shrunk_mean_reward(self, alpha: float) -> float:
         """The local's own utility, shrunk toward 0 like B(g): the fallback's ranking."""

@@ -143,8 +143,10 @@ class RecordingWriter(LLMClient):
         return schema.model_validate(answer), Completion(text=str(answer), model=self.model)
 
 
-def run_loop(method: Method, client: LLMClient, tmp: Path, steps: int = STEPS) -> tuple[RunSummary, list[StepRecord]]:
-    task = resolve_task(TASK)
+def run_loop(
+    method: Method, client: LLMClient, tmp: Path, steps: int = STEPS, task_id: str = TASK
+) -> tuple[RunSummary, list[StepRecord]]:
+    task = resolve_task(task_id)
     with SQLiteStore(tmp / "memory.sqlite") as store:
         store.seed(load_seed_bank())
         manifest, folder = create_run(

@@ -16,9 +16,9 @@ import logging
 import random
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, create_model
 
 from htam_graph.config import ScoringParams
 from htam_graph.llm.base import InvalidAnswer, LLMClient, Prompt, Usage
@@ -84,10 +84,22 @@ COMPUTE_BOUND_INTENSITY = 10.0
 
 
 class LocalChoice(BaseModel):
-    """The LLM's structured answer to select_local.j2."""
+    """Choose the one strategy to apply to the kernel in this optimization step, or decline
+    them all when none fits this task."""
 
-    local_id: str = Field(description="the id of the chosen strategy, or `decline` when none fits this task")
-    reason: str = Field("", description="one sentence on why")
+    local_id: str = Field(description="the chosen strategy's id, or `decline` when none of them fits this task")
+    reason: str = Field("", description="one sentence: why the strategy fits this kernel now, or why none does")
+
+
+def choice_schema(ids: list[str]) -> type[LocalChoice]:
+    """LocalChoice with the offered ids (and `decline`) as the id's enum."""
+    allowed: Any = Literal.__getitem__((*ids, DECLINE))
+    return create_model(
+        "LocalChoice",
+        __base__=LocalChoice,
+        __doc__=LocalChoice.__doc__,
+        local_id=(allowed, Field(description=LocalChoice.model_fields["local_id"].description)),
+    )
 
 
 class Direction(BaseModel):
@@ -99,7 +111,7 @@ class Direction(BaseModel):
     scores: list[GlobalScore] = Field(default_factory=list)
     offered: list[str] | None = None  # the globals the backend could act on; None: all
     transitions: list[TransitionView] = Field(default_factory=list)
-    choice_reason: str = ""  # the model's reason for declining the strategies
+    choice_reason: str = ""  # the model's reason for its strategy choice (or for declining)
     declined: list[str] = Field(default_factory=list)  # the strategies offered and declined
     retrieved: list[RetrievedStep] = Field(default_factory=list)
 
@@ -507,9 +519,10 @@ class Optimizer:
         prompt = self._prompt(
             "select_local", False, state=state, glob=direction.glob, transitions=direction.transitions, locals=locals_
         )
+        schema = choice_schema(list(by_id))
         for _attempt in range(2):
             try:
-                answer, completion = self.client.structured(prompt, LocalChoice, CHOICE_MAX_TOKENS)
+                answer, completion = self.client.structured(prompt, schema, CHOICE_MAX_TOKENS)
             except InvalidAnswer as bad:
                 self._calls.append(CallRecord.of(prompt, bad.completion, error=bad.reason))
                 continue
@@ -520,6 +533,7 @@ class Optimizer:
                 return None, False
             if answer.local_id in by_id:
                 self._calls.append(CallRecord.of(prompt, completion))
+                direction.choice_reason = answer.reason.strip()
                 return by_id[answer.local_id], False
             error = f"{answer.local_id!r} is not one of the offered strategies"
             self._calls.append(CallRecord.of(prompt, completion, error=error))
@@ -571,6 +585,7 @@ class Optimizer:
             "feedback": feedback,
             "best_before": round(best_before, 3),
             "best_after": round(best_after, 3),
+            "choice_reason": direction.choice_reason,
         }
         fallback = render("reflection_fallback", **values).text.strip()
         if not self._writes_notes() or final.source is None:

@@ -47,6 +47,8 @@ from htam_graph.loop.state import (
     TaskContext,
     TransitionView,
     code_diff,
+    cosine,
+    words,
 )
 from htam_graph.memory.models import MAX_TEXT_LENGTH, GlobalScore, StepUpdate, TaskRecord, utcnow
 from htam_graph.memory.store import MemoryStore
@@ -64,6 +66,9 @@ CODE_MAX_TOKENS = 16000
 CHOICE_MAX_TOKENS = 1000
 NOTE_MAX_TOKENS = 300
 FLAT_TOP_K = 5  # past steps the flat-memory baseline shows
+FLAT_POOL = 200  # the store's best steps (this task's first) that the flat baseline ranks by similarity
+FLAT_CHANGE_CHARS = 2500  # of a retrieved step's code or diff, in the prompt
+CHANGE_CHARS = 8000  # of a step's code or diff, in the memory
 HIERARCHY_FREE_LOCALS = 8  # locals htam-no-hierarchy offers, ranked by their own record
 REPAIRABLE = {Verdict.COMPILE_ERROR}
 
@@ -302,6 +307,8 @@ class Optimizer:
             base_before = fastest if state.best.source is None and fastest is not None else best_before
             deadband = self.params.deadband
         note = self._reflect(direction, final, feedback, best_before, best_after)
+        diff = code_diff(state.base.source, final.source)
+        change = diff if diff is not None else final.source
         update = StepUpdate(
             id=f"{self.run_record.id}:{index}",
             run_id=self.run_record.id,
@@ -312,6 +319,8 @@ class Optimizer:
             local_id=direction.local.id if direction.local else None,
             verdict=feedback.verdict,
             candidate_sha256=_sha256(final.source) if final.source is not None else None,
+            change=_cut(change, CHANGE_CHARS),
+            change_kind=None if change is None else ("diff" if diff is not None else "code"),
             parent_id=f"{self.run_record.id}:{state.best.step_index}" if state.best.step_index is not None else None,
             speedup=speedup,
             best_before=best_before,
@@ -435,7 +444,7 @@ class Optimizer:
             free.glob = GlobalView.of(next(g for g in self.store.get_globals() if g.id == local.global_id))
             return free
         if self.method == Method.FLAT:
-            return Direction(retrieved=self._similar_steps())
+            return Direction(retrieved=self._similar_steps(state))
         if self.method in (Method.RANDOM, Method.FEEDBACK):
             return self._control(state)
         return Direction()
@@ -542,12 +551,43 @@ class Optimizer:
         )
         return by_record, True
 
-    def _similar_steps(self) -> list[RetrievedStep]:
-        """The flat baseline's memory: past steps of this task first, then others, best first."""
-        return [
-            RetrievedStep(task_id=s.task_id, local_id=s.local_id, verdict=s.verdict, speedup=s.speedup, note=s.note)
-            for s in self.store.best_steps(self.task.id, exclude_run=self.run_record.id, limit=FLAT_TOP_K)
-        ]
+    def _similar_steps(self, state: StepState) -> list[RetrievedStep]:
+        """The flat baseline's memory (issue 34, item 10): past steps of other runs, each
+        with what it changed and the strategy it applied, ranked by similarity to the step
+        at hand (word counts of the task, the base's code and the last feedback against a
+        step's task, change, strategy and note), the reward breaking ties. The pool is the
+        store's best steps, this task's first, so the store never reads every step."""
+        query = words(
+            "\n".join(
+                [
+                    self.task.id,
+                    self.task.source,
+                    state.base.source or "",
+                    (state.last.errors or "") if state.last is not None else "",
+                ]
+            )
+        )
+        patterns = {loc.id: f"{loc.name}: {loc.pattern}" for loc in self.store.get_locals()}
+        found = []
+        for s in self.store.best_steps(self.task.id, exclude_run=self.run_record.id, limit=FLAT_POOL):
+            strategy = patterns.get(s.local_id) if s.local_id else None
+            text = "\n".join([s.task_id, s.change or "", strategy or "", s.note])
+            found.append(
+                RetrievedStep(
+                    task_id=s.task_id,
+                    local_id=s.local_id,
+                    verdict=s.verdict,
+                    speedup=s.speedup,
+                    reward=s.reward,
+                    note=s.note,
+                    strategy=strategy,
+                    change=_cut(s.change, FLAT_CHANGE_CHARS),
+                    change_kind=s.change_kind,
+                    similarity=round(cosine(query, words(text)), 3),
+                )
+            )
+        found.sort(key=lambda r: (-r.similarity, -r.reward))
+        return found[:FLAT_TOP_K]
 
     # -- candidates -----------------------------------------------------------------------
     def _generate(self, state: StepState, direction: Direction) -> Attempt:
@@ -711,6 +751,13 @@ def _error_class(result: EvalResult | None) -> str | None:
     if result.cheats:
         return result.cheats[0].kind.value
     return None if result.verdict == Verdict.OK else result.verdict.value
+
+
+def _cut(text: str | None, limit: int) -> str | None:
+    """`text` within `limit` characters, saying so when cut."""
+    if text is None or len(text) <= limit:
+        return text
+    return text[:limit].rstrip() + "\n... (cut)"
 
 
 def _sha256(source: str) -> str:

@@ -8,6 +8,9 @@ and the runner's feedback; nothing here talks to a database or a GPU.
 from __future__ import annotations
 
 import difflib
+import math
+import re
+from collections import Counter
 
 from pydantic import BaseModel, Field
 
@@ -18,6 +21,26 @@ from htam_graph.vocab import Method, Verdict
 
 EVIDENCE_SHOWN = 3  # newest evidence entries of each sign a prompt shows per local
 DIFF_SHARE = 0.6  # a candidate is shown as a diff when that is under this share of its code
+
+
+_WORDS = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+")
+
+
+def words(text: str) -> Counter[str]:
+    """Identifier and number counts, the flat baseline's bag of words (snake_case and
+    CamelCase split, so Gemm_Bias_ReLU meets a gemm kernel's identifiers)."""
+    found: Counter[str] = Counter()
+    for token in _WORDS.findall(text):
+        for part in re.split(r"_|(?<=[a-z0-9])(?=[A-Z])", token):
+            if len(part) > 1:
+                found[part.lower()] += 1
+    return found
+
+
+def cosine(a: Counter[str], b: Counter[str]) -> float:
+    dot = sum(n * b[w] for w, n in a.items() if w in b)
+    norm = math.sqrt(sum(n * n for n in a.values())) * math.sqrt(sum(n * n for n in b.values()))
+    return dot / norm if norm else 0.0
 
 
 def code_diff(base: str | None, source: str | None) -> str | None:
@@ -193,13 +216,20 @@ class PathEntry(BaseModel):
 
 
 class RetrievedStep(BaseModel):
-    """A past step of any run, shown by the flat-memory baseline."""
+    """A past step of any run, shown by the flat-memory baseline: what it changed (its
+    code, or its diff against the code it built on), the strategy it applied, its outcome
+    and its note, ranked by similarity to the step at hand (issue 34, item 10)."""
 
     task_id: str
     local_id: str | None
     verdict: Verdict
     speedup: float | None
+    reward: float = 0.0
     note: str
+    strategy: str | None = Field(None, description="the applied strategy's name and pattern")
+    change: str | None = Field(None, description="its code or diff (StepUpdate.change), cut to a prompt's share")
+    change_kind: str | None = None
+    similarity: float = Field(0.0, description="cosine of word counts against the step at hand")
 
 
 class Candidate(BaseModel):

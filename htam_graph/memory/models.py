@@ -261,6 +261,12 @@ class StepUpdate(Record):
     reward: float = Field(0.0, ge=-1.0, le=1.0, description="always the verdict's (filled in when not given)")
     error_class: Text | None = None
     note: Text = ""
+    change: Text | None = Field(
+        None,
+        description="the candidate as a unified diff against the code the step built on, or its whole code when "
+        "that reads shorter (change_kind); the flat baseline's retrieval shows it",
+    )
+    change_kind: Literal["diff", "code"] | None = None
     choice_reason: Text = Field("", description="the model's reason for its strategy choice, or for declining")
     declined: list[LocalId] = Field(
         default_factory=list, description="the strategies offered that the model declined (none fitted, it said)"

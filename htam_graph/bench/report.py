@@ -234,6 +234,12 @@ def _fraction(value: float, digits: int = 2) -> str:
     return "n/a" if value is None or math.isnan(value) else f"{value:.{digits}f}"
 
 
+def _cached_share(m: pd.Series) -> str:
+    """Cache reads as a share of all input tokens (base-rate input, cache reads and writes)."""
+    total = m["input_tokens"] + m["cache_read_tokens"] + m["cache_write_tokens"]
+    return f"{100 * m['cache_read_tokens'] / total:.0f}%" if total > 0 else "-"
+
+
 def _dollars(value: float) -> str:
     return "unknown" if math.isnan(value) else f"${value:.3f}"
 
@@ -340,9 +346,11 @@ def _markdown(
     parts.append("![cost per task, per method](plots/cost.png)")
     parts.append("## Cost per task")
     cost_rows = [
-        [m["method"], _dollars(m["cost_usd"]), *(f"{m[c]:,.0f}" for c, _ in TOKENS)] for _, m in methods.iterrows()
+        [m["method"], _dollars(m["cost_usd"]), *(f"{m[c]:,.0f}" for c, _ in TOKENS), _cached_share(m)]
+        for _, m in methods.iterrows()
     ]
-    parts.append(pipe_table(["method", "dollars", *(f"{label} tokens" for _, label in TOKENS)], cost_rows))
+    header = ["method", "dollars", *(f"{label} tokens" for _, label in TOKENS), "cached share"]
+    parts.append(pipe_table(header, cost_rows))
     parts.append("## Per seed")
     seed_rows = [
         [
@@ -493,7 +501,8 @@ As in docs/method.md ("Metrics"), KernelBench's conventions:
   (the reference is kept); *geomean, correct*: over the correct tasks only. Against torch.compile, over the
   tasks where it was timed.
 - *cost*: per task, the mean over runs of input tokens billed at the base rate, cache reads, cache writes,
-  output tokens and dollars (unknown when the model has no price).
+  output tokens and dollars (unknown when the model has no price); *cached share*: cache reads over all
+  input tokens (the prompt cache's use).
 
 Files: `results/runs.parquet` (and `.csv`, one row per run), `results/steps.parquet` (and `.csv`, one row per
 step), `results/metrics.csv` (per method), `results/metrics_per_seed.csv`, `runs/<run id>/` (each run's folder:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import logging
+import re
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
@@ -19,10 +20,11 @@ from pydantic import BaseModel, Field, ValidationError
 
 from htam_graph.errors import UserError
 from htam_graph.files import atomic_write
-from htam_graph.runner.build import find_nvcc, gpu_arch
+from htam_graph.runner.build import DEFAULT_ARCH, find_nvcc, gpu_arch
 from htam_graph.runner.evaluate import Evaluator, Progress, precheck
+from htam_graph.runner.hardware import build_facts, nvcc_of, unmeasured
 from htam_graph.runner.jobs import EvalConfig
-from htam_graph.runner.models import EvalResult, Timing, Verdict
+from htam_graph.runner.models import EvalResult, HardwareFacts, Timing, Verdict
 from htam_graph.tasks import Task
 
 log = logging.getLogger(__name__)
@@ -50,12 +52,17 @@ class GpuEvaluator:
     def __init__(self, config: EvalConfig | None = None) -> None:
         self._evaluator = Evaluator(config or EvalConfig(), workers=1)
         self.device = self.target = "GPU"
+        self.hardware: HardwareFacts | None = None
 
     def __enter__(self) -> Self:
         self._evaluator.__enter__()
         info = self._evaluator.workers_info()[0]
         self.device = f"{info.device} ({info.arch})"
         self.target = f"an {self.device}"
+        build = self._evaluator.build.for_arch(info.arch)
+        arch = build.arch or info.arch
+        facts = info.hardware or unmeasured(self.device, arch, None, gpu=info.device)
+        self.hardware = facts.model_copy(update=build_facts(arch, nvcc_of(build)))  # the build this judge runs
         return self
 
     def __exit__(
@@ -70,6 +77,14 @@ class GpuEvaluator:
         """Several candidates, built ahead in parallel while the GPU judges (runner.Evaluator)."""
         return self._evaluator.evaluate_many(pairs, progress)
 
+    def reference(self, task: Task) -> EvalResult:
+        """The reference's timings and roofline alone (a reference_only job: no candidate)."""
+        config = self._evaluator.config.model_copy(update={"reference_only": True})
+        return self._evaluator.evaluate_many([(task, REFERENCE_ONLY)], config=config)[0]
+
+
+# The candidate of a reference_only job (never loaded) and its replay key.
+REFERENCE_ONLY = "# the reference's timings only: no candidate\n"
 
 STAND_IN_DEVICE = (
     "stand-in evaluator (no GPU): static checks and nvcc builds are real, ok verdicts and times are synthetic"
@@ -101,6 +116,7 @@ class StandInEvaluator(HoldsNothing):
     def __init__(self) -> None:
         find_nvcc()  # its builds are real: a machine without nvcc is told so before a run starts
         self.target = f"an NVIDIA GPU of architecture {gpu_arch()}"
+        self.hardware = unmeasured(STAND_IN_DEVICE, gpu_arch(), nvcc_of(None))
 
     def evaluate(self, task: Task, source: str) -> EvalResult:
         result = precheck(task, source)
@@ -120,6 +136,17 @@ class StandInEvaluator(HoldsNothing):
             }
         )
 
+    def reference(self, task: Task) -> EvalResult:
+        """The synthetic eager time every stand-in result carries (1.0 ms)."""
+        return EvalResult(
+            task_id=task.id, task_sha256=task.sha256, candidate_sha256=_sha(REFERENCE_ONLY),
+            candidate_format="native", verdict=Verdict.CHECKED, reference_eager=_timing(1.0), device=STAND_IN_DEVICE,
+        )  # fmt: skip
+
+
+def _sha(source: str) -> str:
+    return hashlib.sha256(source.encode()).hexdigest()
+
 
 def _timing(ms: float) -> Timing:
     return Timing(median_ms=ms, mean_ms=ms, min_ms=ms, max_ms=ms, trials=1)
@@ -134,6 +161,7 @@ class Recording(BaseModel):
     format: Literal["htam-replay/1"] = "htam-replay/1"
     device: str = Field(description="the GPU that judged, e.g. NVIDIA H200 (sm_90)")
     target: str = Field(description="the GPU as the prompts named it")
+    hardware: HardwareFacts | None = Field(None, description="the judging GPU's facts (None in older recordings)")
     recorded_at: datetime
     command: str = Field(description="the command that recorded it")
     results: dict[str, EvalResult] = Field(description="by replay_key(task, candidate)")
@@ -179,6 +207,12 @@ class ReplayEvaluator(HoldsNothing):
         when = self.recording.recorded_at.date().isoformat()
         self.device = f"replay of {self.recording.device} results recorded {when} ({path.name})"
         self.target = self.recording.target
+        recorded = self.recording.hardware
+        self.hardware = (
+            recorded.model_copy(update={"judged_by": self.device})
+            if recorded is not None
+            else unmeasured(self.device, arch_of(self.recording.device), None, gpu=self.recording.device)
+        )
 
     def evaluate(self, task: Task, source: str) -> EvalResult:
         key = replay_key(task, source)
@@ -191,6 +225,18 @@ class ReplayEvaluator(HoldsNothing):
             )
         return result.model_copy(update={"device": self.device})
 
+    def reference(self, task: Task) -> EvalResult | None:
+        """The recorded reference-only result, else the reference timing any recorded result
+        of this task file carries (the judge times the reference once per task)."""
+        found = self.recording.results.get(replay_key(task, REFERENCE_ONLY))
+        if found is None:
+            prefix = f"{task.id}|{task.sha256}|"
+            found = next(
+                (r for k, r in sorted(self.recording.results.items()) if k.startswith(prefix) and r.reference_eager),
+                None,
+            )
+        return None if found is None else found.model_copy(update={"device": self.device})
+
 
 class RecordingEvaluator:
     """An evaluator (the GPU judge) keeping every result it gives, for a replay file
@@ -200,11 +246,13 @@ class RecordingEvaluator:
         self.path, self.command, self._inner = path, command, inner
         self.label = inner.label
         self.device, self.target = inner.device, inner.target
+        self.hardware = hardware_of(inner)
         self.results: dict[str, EvalResult] = {}
 
     def __enter__(self) -> Self:
         self._inner.__enter__()
         self.device, self.target = self._inner.device, self._inner.target
+        self.hardware = hardware_of(self._inner)
         return self
 
     def __exit__(
@@ -213,8 +261,8 @@ class RecordingEvaluator:
         self._inner.__exit__(exc_type, exc, tb)
         if exc_type is None:
             recording = Recording(
-                device=self.device, target=self.target, recorded_at=datetime.now().astimezone(),
-                command=self.command, results=self.results,
+                device=self.device, target=self.target, hardware=self.hardware,
+                recorded_at=datetime.now().astimezone(), command=self.command, results=self.results,
             )  # fmt: skip
             save_recording(self.path, recording)
             log.info("recorded %d results in %s", len(self.results), self.path)
@@ -223,6 +271,36 @@ class RecordingEvaluator:
         result = self._inner.evaluate(task, source)
         self.results[replay_key(task, source)] = result
         return result
+
+    def reference(self, task: Task) -> EvalResult | None:
+        result = reference_of(self._inner, task)
+        if result is not None:
+            self.results[replay_key(task, REFERENCE_ONLY)] = result
+        return result
+
+
+def reference_of(evaluator: object, task: Task) -> EvalResult | None:
+    """The reference's timings from the evaluator, where it can give them (`reference`):
+    step 1's prompt states the time to beat (issue 34, item 5)."""
+    reference = getattr(evaluator, "reference", None)
+    return reference(task) if callable(reference) else None
+
+
+def hardware_of(evaluator: object) -> HardwareFacts:
+    """The facts of the machine that judges, as every method's prompt states them (issue 34,
+    item 4): the evaluator's own, else (an evaluator that keeps none, e.g. a test's) what its
+    `device` says, with the build of this machine and nothing measured."""
+    facts = getattr(evaluator, "hardware", None)
+    if isinstance(facts, HardwareFacts):
+        return facts
+    device = str(getattr(evaluator, "device", "an unnamed evaluator"))
+    return unmeasured(device, arch_of(device), None)
+
+
+def arch_of(device: str) -> str:
+    """sm_XY named in a device string ("NVIDIA H200 (sm_90)"), else the build's default."""
+    match = re.search(r"\bsm_\d+a?\b", device)
+    return match.group(0) if match else DEFAULT_ARCH
 
 
 def for_run(evaluator: CandidateEvaluator, run_id: str) -> CandidateEvaluator:

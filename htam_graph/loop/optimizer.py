@@ -17,15 +17,15 @@ import logging
 import random
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, create_model
 
 from htam_graph.config import ScoringParams
 from htam_graph.errors import UserError
 from htam_graph.llm.base import InvalidAnswer, LLMClient, Prompt, Usage
 from htam_graph.llm.script import Script, ScriptClient, ScriptEntry, ScriptStep
-from htam_graph.loop.evaluators import CandidateEvaluator
+from htam_graph.loop.evaluators import CandidateEvaluator, hardware_of, reference_of
 from htam_graph.loop.extract import extract_candidate
 from htam_graph.loop.records import (
     Attempt,
@@ -43,13 +43,23 @@ from htam_graph.loop.state import (
     LastCandidate,
     LocalView,
     PathEntry,
+    ReferenceTiming,
     RetrievedStep,
     StepState,
     TaskContext,
     TransitionView,
     code_diff,
 )
-from htam_graph.memory.models import CHANGE_MAX, GlobalScore, SimilarStep, StepUpdate, TaskRecord, best_step, utcnow
+from htam_graph.memory.models import (
+    CHANGE_MAX,
+    MAX_TEXT_LENGTH,
+    GlobalScore,
+    SimilarStep,
+    StepUpdate,
+    TaskRecord,
+    best_step,
+    utcnow,
+)
 from htam_graph.memory.store import MemoryStore
 from htam_graph.policy.policy import SoftmaxPolicy, with_probabilities
 from htam_graph.runner.models import EvalResult, Feedback
@@ -59,6 +69,7 @@ from htam_graph.vocab import MAX_DISTANCE, Method, Verdict
 
 log = logging.getLogger(__name__)
 
+REFERENCE = "reference.json"  # the reference's timings, as the judge gave them, in the run folder
 START = "start.json"  # the generator's start kernel and its judgement, in the run folder
 CODE_MAX_TOKENS = 16000
 CHOICE_MAX_TOKENS = 1000
@@ -79,11 +90,32 @@ WITHOUT_MEMORY = {Method.VANILLA, Method.FEEDBACK, Method.FLAT, Method.RANDOM, M
 WITH_MEMORY = set(Method) - WITHOUT_MEMORY  # the memory bank in the prompts
 
 
-class LocalChoice(BaseModel):
-    """The LLM's structured answer to select_local.j2."""
+DECLINE = "decline"  # the strategy choice's answer when no offered strategy fits (issue 34, item 6)
+# Directions aimed at memory-bound kernels (their intent says so): not offered to a language
+# model for a task whose arithmetic intensity makes it compute-bound.
+MEMORY_BOUND_DIRECTIONS = frozenset({"memory_access"})
+# FLOPs per byte moved above which a task is compute-bound: fp32 CUDA-core peak over memory
+# bandwidth is about 14 on the H200 and 10 on the A100 (a GEMM of level 2 is in the hundreds).
+COMPUTE_BOUND_INTENSITY = 10.0
 
-    local_id: str = Field(description="the id of the chosen strategy")
-    reason: str = Field("", description="one sentence on why")
+
+class LocalChoice(BaseModel):
+    """Choose the one strategy to apply to the kernel in this optimization step, or decline
+    them all when none fits this task."""
+
+    local_id: str = Field(description="the chosen strategy's id, or `decline` when none of them fits this task")
+    reason: str = Field("", description="one sentence: why the strategy fits this kernel now, or why none does")
+
+
+def choice_schema(ids: list[str]) -> type[LocalChoice]:
+    """LocalChoice with the offered ids (and `decline`) as the id's enum."""
+    allowed: Any = Literal.__getitem__((*ids, DECLINE))
+    return create_model(
+        "LocalChoice",
+        __base__=LocalChoice,
+        __doc__=LocalChoice.__doc__,
+        local_id=(allowed, Field(description=LocalChoice.model_fields["local_id"].description)),
+    )
 
 
 class Direction(BaseModel):
@@ -95,6 +127,8 @@ class Direction(BaseModel):
     scores: list[GlobalScore] = Field(default_factory=list)
     offered: list[str] | None = None  # the globals the backend could act on; None: all
     transitions: list[TransitionView] = Field(default_factory=list)
+    choice_reason: str = ""  # the model's reason for its strategy choice (or for declining)
+    declined: list[str] = Field(default_factory=list)  # the strategies offered and declined
     retrieved: list[RetrievedStep] = Field(default_factory=list)
 
 
@@ -125,12 +159,12 @@ class Optimizer:
         observe: Callable[[StepRecord, RunSummary], None] | None = None,
         context: TaskContext | None = None,
     ) -> None:
-        """`context`: the task's dtype and shapes when the caller has them already
-        (task_context(task) otherwise)."""
+        """`context`: the task's dtype, shapes, roofline counts and operator family when the
+        caller has them already (task_context(task) otherwise)."""
         self.store, self.client, self.evaluator = store, client, evaluator
         self.task, self.manifest, self.folder = task, manifest, folder
         self.context = context if context is not None else task_context(task)
-        self.family = _family(task)  # recorded with the task, whatever the method
+        self.family = self.context.family  # recorded with the task, whatever the method
         by_family = manifest.run.method in BY_FAMILY and manifest.run.config.scoring.by_family
         self.condition_on = self.family if by_family else None
         self.run_record = manifest.run
@@ -141,6 +175,7 @@ class Optimizer:
         self.policy = SoftmaxPolicy(self.run_record.seed, self.run_record.id, self.params.tau)
         self.steps: list[StepRecord] = []
         self.start: Attempt | None = None  # the generator's start kernel, judged once (start.json)
+        self.reference: ReferenceTiming | None = None  # the time to beat (reference.json)
         self._calls: list[CallRecord] = []  # of the step in progress
         self._step_state: StepState | None = None  # of the step in progress
         self._shared: Rendered | None = None  # its rendering, the same in every call of the step
@@ -158,6 +193,7 @@ class Optimizer:
         )
         self.steps = load_steps(self.folder)
         self.start = self._start_kernel()
+        self.reference = self._reference()
         for done in self.steps:  # a step persisted just before a kill may not have reached the memory
             self.store.record_step(done.update)
         if self.steps and isinstance(self.client, ScriptClient):
@@ -189,6 +225,23 @@ class Optimizer:
         start = Attempt(source=source, result=self.evaluator.evaluate(self.task, source))
         atomic_write(path, start.model_dump_json(indent=1))
         return start
+
+    def _reference(self) -> ReferenceTiming | None:
+        """The reference's timings: from reference.json, else from a result the run holds,
+        else asked of the evaluator (a reference-only job on the GPU), and written there, so
+        step 1's prompt states the time to beat (issue 34, item 5)."""
+        path = self.folder / REFERENCE
+        if path.exists():
+            return ReferenceTiming.of(EvalResult.model_validate_json(path.read_text()))
+        held = [self.start] if self.start is not None else []
+        held += [attempt for step in self.steps for attempt in step.attempts]
+        result = next((a.result for a in held if a.result is not None and a.result.reference_eager), None)
+        if result is None:
+            result = reference_of(self.evaluator, self.task)
+        if result is None or result.reference_eager is None:
+            return None
+        atomic_write(path, result.model_dump_json(indent=1))
+        return ReferenceTiming.of(result)
 
     def _start_candidate(self) -> Candidate | None:
         """The start kernel as a candidate to build on, when it was judged correct."""
@@ -290,6 +343,8 @@ class Optimizer:
             deadband=deadband,
             error_class=_error_class(final.result),
             note=note,
+            choice_reason=direction.choice_reason[:MAX_TEXT_LENGTH],
+            declined=direction.declined,
             scores={s.global_id: s.score for s in direction.scores},
         )
         return StepRecord(
@@ -359,6 +414,7 @@ class Optimizer:
             last=_feedback(last.final) if last is not None and last is not best_step else None,
             last_candidate=last_candidate,
             path=[PathEntry.of(s.update) for s in self.steps],
+            reference=self.reference,
         )
         self._step_state, self._shared = state, render("step_state", state=state)
         return state
@@ -405,20 +461,24 @@ class Optimizer:
             )
             if self.method in CHOOSES_LOCAL:
                 evidence = self.store.family_evidence(self.condition_on)
-                locals_ = [LocalView.of(loc, evidence) for loc in self.store.get_locals(glob.id)]
+                locals_ = self._fitting([LocalView.of(loc, evidence) for loc in self.store.get_locals(glob.id)])
                 direction.local, direction.local_fallback = self._choose_local(state, direction, locals_)
             return direction
         if self.method == Method.HTAM_NO_HIERARCHY:
             evidence = self.store.family_evidence(self.condition_on)
-            views = [LocalView.of(loc, evidence) for loc in self.store.get_locals()]
+            views = self._fitting([LocalView.of(loc, evidence) for loc in self.store.get_locals()])
             offered = self._offered(state, [v.global_id for v in views])
             if offered is not None:
                 views = [v for v in views if v.global_id in offered]
             rng = self.policy.rng(state.step_index, "hierarchy-free")
             ranked = hierarchy_free_locals(views, self.params.alpha, rng)
-            local, fallback = self._choose_local(state, Direction(), ranked)
-            glob = next(g for g in self.store.get_globals() if g.id == local.global_id)
-            return Direction(glob=GlobalView.of(glob), local=local, local_fallback=fallback, offered=offered)
+            free = Direction(offered=offered)
+            local, free.local_fallback = self._choose_local(state, free, ranked)
+            if local is None:  # declined: the step has no direction (no global to credit)
+                return free
+            free.local = local
+            free.glob = GlobalView.of(next(g for g in self.store.get_globals() if g.id == local.global_id))
+            return free
         if self.method == Method.FLAT:
             return self._flat(state)
         if self.method in (Method.RANDOM, Method.FEEDBACK):
@@ -449,11 +509,35 @@ class Optimizer:
         """The globals among `candidates` that the backend says it can act on in this state
         (asked with the state as the prompts receive it), sorted; None for all of them: the
         backend named none (a language model), or none of the candidates (every direction
-        would fail, so the method draws as it would without the backend's word)."""
+        would fail, so the method draws as it would without the backend's word).
+
+        A language model names none; it is offered the directions that fit the task (issue
+        34, item 6): those with a strategy for the task's operator family, and no direction
+        aimed at memory-bound kernels when the task is compute-bound."""
         can = self.client.directions(_jsonable({"state": state})["state"])
         if not can:
-            return None
+            return self._fitting_globals(candidates)
         return sorted(set(candidates) & can) or None
+
+    def _fits_task(self) -> bool:
+        """Whether the offers are filtered by the task: for language models and their
+        replays (the catalog names what it can act on itself, and has done so already)."""
+        return self.client.name != "catalog"
+
+    def _fitting(self, locals_: list[LocalView]) -> list[LocalView]:
+        """The strategies that apply to the task's operator family (all, when none does)."""
+        if not self._fits_task():
+            return locals_
+        return [v for v in locals_ if v.fits(self.family)] or locals_
+
+    def _fitting_globals(self, candidates: list[str]) -> list[str] | None:
+        if not self._fits_task():
+            return None
+        fitting = {loc.global_id for loc in self.store.get_locals() if LocalView.of(loc).fits(self.family)}
+        if (self.context.intensity or 0.0) >= COMPUTE_BOUND_INTENSITY:
+            fitting -= MEMORY_BOUND_DIRECTIONS
+        offered = sorted(set(candidates) & fitting)
+        return offered if offered and set(offered) != set(candidates) else None
 
     def _transitions(self, target: str, prefix: list[str]) -> list[TransitionView]:
         edges = {(t.source, t.target): t for t in self.store.get_transitions() if t.target == target}
@@ -463,8 +547,12 @@ class Optimizer:
                 views.append(TransitionView.of(edge, k))
         return views
 
-    def _choose_local(self, state: StepState, direction: Direction, locals_: list[LocalView]) -> tuple[LocalView, bool]:
-        """The LLM's choice among `locals_`; one retry, then the best by its own record."""
+    def _choose_local(
+        self, state: StepState, direction: Direction, locals_: list[LocalView]
+    ) -> tuple[LocalView | None, bool]:
+        """The LLM's choice among `locals_`, with its reason (kept in `direction`); None when
+        it declined them all (the step follows the direction alone, and the memory keeps the
+        reason); one retry, then the best by its own record."""
         if not locals_:
             raise ValueError("a global without locals: seed the memory (htam memory seed)")
         by_record = max(locals_, key=lambda v: v.shrunk_mean_reward(self.params.alpha))
@@ -474,14 +562,21 @@ class Optimizer:
         prompt = self._prompt(
             "select_local", False, state=state, glob=direction.glob, transitions=direction.transitions, locals=locals_
         )
+        schema = choice_schema(list(by_id))
         for _attempt in range(2):
             try:
-                answer, completion = self.client.structured(prompt, LocalChoice, CHOICE_MAX_TOKENS)
+                answer, completion = self.client.structured(prompt, schema, CHOICE_MAX_TOKENS)
             except InvalidAnswer as bad:
                 self._calls.append(CallRecord.of(prompt, bad.completion, error=bad.reason))
                 continue
+            if answer.local_id == DECLINE:
+                self._calls.append(CallRecord.of(prompt, completion))
+                direction.choice_reason, direction.declined = answer.reason.strip(), list(by_id)
+                log.info("step %d: the model declined the strategies: %s", state.step_index, answer.reason)
+                return None, False
             if answer.local_id in by_id:
                 self._calls.append(CallRecord.of(prompt, completion))
+                direction.choice_reason = answer.reason.strip()
                 return by_id[answer.local_id], False
             error = f"{answer.local_id!r} is not one of the offered strategies"
             self._calls.append(CallRecord.of(prompt, completion, error=error))
@@ -495,15 +590,16 @@ class Optimizer:
         one, weighted by similarity tier; the FLAT_TOP_K most similar go into the prompts. With a
         generator that names its strategies (the catalog), the untried strategy on offer with the
         highest value V(s) = sum w*r / (sum w + alpha) over the retrieved steps that took s, ties
-        in an order drawn by the run; a language model chooses its own change."""
+        in an order drawn by the run; a language model chooses its own change. Each step shown
+        carries the text of the strategy it applied (docs/prompts.md)."""
         similar = self.store.similar_steps(
             self.task.id, self.family, _sha256(self._parent_source(state)), self.run_record.id, FLAT_RETRIEVE
         )
-        retrieved = [RetrievedStep.of(s) for s in similar[:FLAT_TOP_K]]
+        views = {v.id: v for v in (LocalView.of(loc) for loc in self.store.get_locals())}
+        retrieved = [RetrievedStep.of(s, _strategy_text(views, s.step.local_id)) for s in similar[:FLAT_TOP_K]]
         can = self.client.strategies(_jsonable({"state": state})["state"])
         if can is None:
             return Direction(retrieved=retrieved)
-        views = {v.id: v for v in (LocalView.of(loc) for loc in self.store.get_locals())}
         pool = [sid for sid in can if sid in views]
         if not pool:
             return Direction(retrieved=retrieved)
@@ -554,6 +650,7 @@ class Optimizer:
             "feedback": feedback,
             "best_before": round(best_before, 3),
             "best_after": round(best_after, 3),
+            "choice_reason": direction.choice_reason,
         }
         fallback = render("reflection_fallback", **values).text.strip()
         if not self._writes_notes() or final.source is None:
@@ -597,7 +694,7 @@ class Optimizer:
         user = render(name, **values)
         system = [render("system", target=self.manifest.target)]
         if self._static is None:
-            self._static = [render("native_contract")]
+            self._static = [render("native_contract"), render("hardware", hw=hardware_of(self.evaluator))]
             if self.method in WITH_MEMORY:
                 self._static.append(render("memory_bank", globals=self.store.get_globals()))
             self._static.append(render("task", task=self.context))
@@ -669,14 +766,6 @@ def _feedback(attempt: Attempt) -> Feedback:
     return Feedback.of(attempt.result)
 
 
-def _family(task: Task) -> str | None:
-    """The task's operator family as the strategy catalog reads it (None when it cannot);
-    imported here, as the catalog needs torch."""
-    from htam_graph.catalog.families import family_of
-
-    return family_of(task.source)
-
-
 def _trusted(result: EvalResult | None) -> bool:
     """Whether an ok result's speedup may reach the reward and the memory: a suspicious one
     only once the runner re-verified it (runner/evaluate.py, `reverified`)."""
@@ -689,6 +778,12 @@ def _error_class(result: EvalResult | None) -> str | None:
     if result.cheats:
         return result.cheats[0].kind.value
     return None if result.verdict == Verdict.OK else result.verdict.value
+
+
+def _strategy_text(views: dict[str, LocalView], local_id: str | None) -> str | None:
+    """A strategy's name and pattern, as a retrieved step shows the one it applied."""
+    view = views.get(local_id) if local_id is not None else None
+    return f"{view.name}: {view.pattern}" if view is not None else None
 
 
 def flat_values(similar: list[SimilarStep], alpha: float) -> dict[str, float]:

@@ -6,9 +6,11 @@ run, a resume of another task) is one clear error with nothing written.
 
 from __future__ import annotations
 
+import logging
 import re
 import secrets
 from pathlib import Path
+from typing import Any
 
 from htam_graph import __version__
 from htam_graph.errors import UserError
@@ -17,6 +19,8 @@ from htam_graph.loop.state import TaskContext
 from htam_graph.memory.models import RunConfig, RunRecord
 from htam_graph.tasks import Task, task_dtype
 from htam_graph.vocab import Method
+
+log = logging.getLogger(__name__)
 
 MANIFEST = "run.json"
 
@@ -96,7 +100,9 @@ def open_run(out: Path, run_id: str, task: Task) -> tuple[RunManifest, Path]:
 
 
 def task_context(task: Task) -> TaskContext:
-    """The task's dtype and input shapes (get_inputs() on the meta device: no memory)."""
+    """The task's dtype and input shapes (get_inputs() on the meta device: no memory), and
+    the bytes and FLOPs the judge's roofline counts, from the reference run on the meta
+    device (None where an operator has no meta kernel)."""
     import torch  # the task module needs torch anyway; `htam --help` should not
 
     module = task.load_module()
@@ -104,4 +110,35 @@ def task_context(task: Task) -> TaskContext:
         inputs = module.get_inputs()
     shapes = [list(x.shape) for x in inputs if isinstance(x, torch.Tensor)]
     dtype = str(task_dtype(module)).removeprefix("torch.")
-    return TaskContext(id=task.id, name=task.name, source=task.source, dtype=dtype, input_shapes=shapes)
+    moved, flops = _roofline_counts(module, inputs)
+    return TaskContext(
+        id=task.id, name=task.name, source=task.source, dtype=dtype, input_shapes=shapes, bytes_moved=moved,
+        flops=flops, family=_family(task),
+    )  # fmt: skip
+
+
+def _family(task: Task) -> str | None:
+    """The operator family the catalog reads from the reference's graph (None where it cannot):
+    recorded with the task, conditioning the evidence, and naming the strategies that fit."""
+    from htam_graph.catalog.families import family_of  # the catalog needs torch
+
+    return family_of(task.source)
+
+
+def _roofline_counts(module: Any, inputs: list[Any]) -> tuple[int | None, int | None]:
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from htam_graph.runner.referee.roofline import moved_bytes
+
+    try:
+        with torch.device("meta"):
+            model = module.Model(*module.get_init_inputs())
+            counter = FlopCounterMode(display=False)
+            with counter, torch.no_grad():
+                out = model(*inputs)
+    except Exception:  # an operator without a meta kernel: the prompt then states no count
+        log.debug("%s: no meta run of the reference", module.__name__, exc_info=True)
+        return None, None
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    return moved_bytes(inputs, model, outs), int(counter.get_total_flops())

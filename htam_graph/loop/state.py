@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 from htam_graph.memory.models import Evidence, GlobalNode, GlobalScore, LocalNode, SimilarStep, StepUpdate, Transition
 from htam_graph.memory.outcome import COUNTER_NAMES, Counters
 from htam_graph.memory.scoring import FamilyEvidence, shrink
-from htam_graph.runner.models import Feedback
+from htam_graph.runner.models import EvalResult, Feedback, Roofline
 from htam_graph.vocab import Method, Verdict
 
 EVIDENCE_SHOWN = 3  # newest evidence entries of each sign a prompt shows per local
@@ -41,6 +41,20 @@ class TaskContext(BaseModel):
     source: str = Field(description="the KernelBench-format task file")
     dtype: str = Field(description="dtype of the first floating-point input, e.g. float32")
     input_shapes: list[list[int]] = Field(description="shapes of get_inputs()'s tensors")
+    bytes_moved: int | None = Field(
+        None, description="as the judge's roofline counts them (runner/referee/roofline.moved_bytes); None: unknown"
+    )
+    flops: int | None = Field(None, description="of the reference forward, as the roofline counts them")
+    family: str | None = Field(
+        None, description="the operator family (catalog/families.py), as strategies' applies_to name it; None: unknown"
+    )
+
+    @property
+    def intensity(self) -> float | None:
+        """FLOPs per byte moved, as the roofline counts both; None when unknown."""
+        if not self.flops or not self.bytes_moved:
+            return None
+        return self.flops / self.bytes_moved
 
 
 class Outcomes(BaseModel):
@@ -134,6 +148,10 @@ class LocalView(BaseModel):
             else None,
         )
 
+    def fits(self, family: str | None) -> bool:
+        """Whether the strategy applies to a task of `family` (unknown: every strategy does)."""
+        return family is None or not self.applies_to or family in self.applies_to or "any" in self.applies_to
+
     def shrunk_mean_reward(self, alpha: float) -> float:
         """The local's own utility, shrunk toward 0 like B(g), then its record on the run's
         family shrunk toward that (docs/method.md, "Conditioning on the operator family"):
@@ -196,7 +214,9 @@ class PathEntry(BaseModel):
 
 
 class RetrievedStep(BaseModel):
-    """A past step of any run, shown by the flat-memory baseline with its similarity weight."""
+    """A past step of any run, shown by the flat-memory baseline (docs/method.md, "flat")
+    with its similarity weight, what it changed (a diff against the kernel it modified) and
+    the text of the strategy it applied."""
 
     task_id: str
     local_id: str | None
@@ -206,13 +226,14 @@ class RetrievedStep(BaseModel):
     weight: float
     note: str
     change: str = ""
+    strategy: str | None = Field(None, description="the applied strategy's name and pattern")
 
     @classmethod
-    def of(cls, similar: SimilarStep) -> RetrievedStep:
+    def of(cls, similar: SimilarStep, strategy: str | None = None) -> RetrievedStep:
         s = similar.step
         return cls(
             task_id=s.task_id, local_id=s.local_id, verdict=s.verdict, speedup=s.speedup, reward=s.reward,
-            weight=similar.weight, note=s.note, change=s.change,
+            weight=similar.weight, note=s.note, change=s.change, strategy=strategy,
         )  # fmt: skip
 
 
@@ -236,6 +257,26 @@ class LastCandidate(BaseModel):
     feedback: Feedback
 
 
+class ReferenceTiming(BaseModel):
+    """The PyTorch reference's own times and roofline: the time to beat, from step 1 on."""
+
+    eager_ms: float
+    compile_ms: float | None
+    roofline: Roofline | None
+
+    @classmethod
+    def of(cls, result: EvalResult) -> ReferenceTiming | None:
+        if result.reference_eager is None:
+            return None
+        compiled = result.reference_compile
+        return cls(
+            eager_ms=round(result.reference_eager.median_ms, 4),
+            compile_ms=round(compiled.median_ms, 4) if compiled is not None else None,
+            # a reference-only job's roofline is the reference's own; a candidate's is the candidate's
+            roofline=result.roofline if result.verdict == Verdict.CHECKED else None,
+        )
+
+
 class StepState(BaseModel):
     """s_t: everything a step's prompts are rendered from."""
 
@@ -255,6 +296,7 @@ class StepState(BaseModel):
         None, description="the previous step's candidate and feedback, when it is not the base shown"
     )
     path: list[PathEntry] = Field(description="earlier steps, oldest first")
+    reference: ReferenceTiming | None = Field(None, description="the reference's times, where the judge gave them")
 
     @property
     def base(self) -> Candidate:

@@ -24,7 +24,8 @@ import pandas as pd
 
 from htam_graph.catalog.space import SPACE_VERSION, kernel_key
 from htam_graph.errors import UserError
-from htam_graph.loop.evaluators import HoldsNothing
+from htam_graph.loop.evaluators import HoldsNothing, arch_of
+from htam_graph.runner.hardware import unmeasured
 from htam_graph.runner.models import EvalResult, Verdict
 from htam_graph.tasks import Task
 
@@ -98,6 +99,8 @@ class TableEvaluator(HoldsNothing):
         devices = sorted(set(self.frame["device"].dropna())) if len(self.frame) else []
         self.device = f"replay of {', '.join(devices) or 'no'} results in {path.name} ({SPACE_VERSION} table)"
         self.target = f"an {devices[0]}" if devices else "a GPU"
+        gpu = devices[0] if devices else None
+        self.hardware = unmeasured(self.device, arch_of(gpu or ""), None, gpu=gpu)
 
     def for_run(self, run_id: str) -> TableEvaluator:
         return TableEvaluator(self.path, self.frame, salt=run_id)

@@ -291,6 +291,10 @@ class StepUpdate(Record):
     reward: float = Field(0.0, ge=-1.0, le=1.0, description="always the verdict's (filled in when not given)")
     error_class: Text | None = None
     note: Text = ""
+    choice_reason: Text = Field("", description="the model's reason for its strategy choice, or for declining")
+    declined: list[LocalId] = Field(
+        default_factory=list, description="the strategies offered that the model declined (none fitted, it said)"
+    )
     scores: dict[GlobalId, float] = Field(default_factory=dict, description="S(g) at decision time")
     created_at: datetime = Field(default_factory=utcnow)
 

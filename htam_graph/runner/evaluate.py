@@ -79,14 +79,18 @@ class Evaluator:
         return self.evaluate_many([(task, candidate)])[0]
 
     def evaluate_many(
-        self, pairs: Iterable[tuple[TaskLike, CandidateLike]], progress: Progress | None = None
+        self,
+        pairs: Iterable[tuple[TaskLike, CandidateLike]],
+        progress: Progress | None = None,
+        config: EvalConfig | None = None,
     ) -> list[EvalResult]:
         """Results in the order of `pairs`; a failure of one candidate never stops the rest.
-        `progress` is called with each result as it arrives (from a worker thread)."""
+        `progress` is called with each result as it arrives (from a worker thread). `config`:
+        another one than the evaluator's for these jobs (e.g. reference_only)."""
         if not self._referees:
             raise UserError("Evaluator is not started; use it as `with Evaluator() as ev:`")
         build = self.build.for_arch(self._referees[0].info().arch)
-        jobs = [make_job(task, candidate, self.config, build) for task, candidate in pairs]
+        jobs = [make_job(task, candidate, config or self.config, build) for task, candidate in pairs]
         results: list[EvalResult | None] = [None] * len(jobs)
         todo: queue.Queue[int] = queue.Queue()
         for index in range(len(jobs)):

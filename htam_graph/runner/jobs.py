@@ -6,7 +6,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from htam_graph.runner.build import BuildSettings
-from htam_graph.runner.models import EvalResult
+from htam_graph.runner.models import EvalResult, HardwareFacts
 from htam_graph.tasks import Task
 from htam_graph.vocab import CandidateFormat
 
@@ -38,6 +38,11 @@ class EvalConfig(BaseModel):
         "unconfined, generated code runs with the judge's privileges, and results say so",
     )
     compile_reference: bool = Field(False, description="also time torch.compile of the reference")
+    reference_only: bool = Field(
+        False,
+        description="time the reference and stop: no candidate is checked or loaded; verdict `checked` with the "
+        "reference's timings and roofline (the loop's step 1 states the time to beat)",
+    )
     timeout_s: float = Field(120.0, gt=0, description="per candidate, native format")
     kernelbench_timeout_s: float = Field(900.0, gt=0, description="per candidate, load_inline format")
     compile_timeout_s: float = Field(600.0, gt=0, description="added when compile_reference is on")
@@ -73,6 +78,7 @@ class RefereeInfo(BaseModel):
     device: str
     arch: str
     versions: dict[str, str]
+    hardware: HardwareFacts | None = Field(None, description="the GPU's facts for the prompts (runner/hardware.py)")
 
 
 class JobReply(BaseModel):

@@ -95,7 +95,9 @@ class Timing(BaseModel):
 class Roofline(BaseModel):
     """Where a timing sits against the device's limits (docs/judge.md, "Roofline")."""
 
-    bytes_moved: int = Field(description="inputs read once plus outputs written once")
+    bytes_moved: int = Field(
+        description="inputs, parameters and buffers read once plus outputs written once (referee/roofline.moved_bytes)"
+    )
     flops: int = Field(description="floating-point operations of the reference forward (0 when none are counted)")
     peak_bandwidth_gbs: float = Field(description="2 x memory clock x bus width, GB/s")
     peak_tflops: float | None = Field(description="SMs x clock x FLOPs per SM per clock for the task's dtype")
@@ -124,6 +126,10 @@ class EvalResult(BaseModel):
     cheats: list[CheatFinding] = Field(default_factory=list)
     max_abs_error: float | None = None
     max_rel_error: float | None = None
+    atol: float | None = Field(
+        None, description="the largest absolute tolerance a comparison applied (widened where the reference is noisy)"
+    )
+    atol_default: float | None = Field(None, description="the absolute tolerance before any widening")
     correctness_trials: int = 0
     probes: list[ProbeRecord] = Field(default_factory=list)
     candidate: Timing | None = None
@@ -173,6 +179,8 @@ class Feedback(BaseModel):
     cheats: list[str]
     max_abs_error: float | None
     max_rel_error: float | None
+    atol: float | None = Field(None, description="only when widened above atol_default (the prompt explains it)")
+    atol_default: float | None = None
     candidate_ms: float | None
     candidate_host_ms: float | None = Field(
         description="host time of forward, only when it exceeds the GPU time: then the CPU side is what to cut"
@@ -195,6 +203,8 @@ class Feedback(BaseModel):
             cheats=[f"{c.kind.value}: {c.detail}" for c in result.cheats],
             max_abs_error=result.max_abs_error,
             max_rel_error=result.max_rel_error,
+            atol=result.atol if result.atol and result.atol_default and result.atol > result.atol_default else None,
+            atol_default=result.atol_default,
             candidate_ms=_round(cand.median_ms, 4) if cand is not None else None,
             candidate_host_ms=_round(host, 4)
             if cand is not None and host is not None and host > cand.median_ms
@@ -207,3 +217,31 @@ class Feedback(BaseModel):
             suspicious=result.suspicious,
             roofline=result.roofline if ok else None,
         )
+
+
+class HardwareFacts(BaseModel):
+    """The judging machine's GPU and build, as every method's prompt states them (issue 34,
+    item 4). Measured on the referee's GPU (runner/hardware.py); where nothing measured them
+    (the stand-in evaluator, an old replay) the unknown ones are None and `measured` False,
+    and the prompt says so instead of quoting another GPU's numbers."""
+
+    judged_by: str = Field(description="what judges the candidates, as the prompt says it")
+    measured: bool = Field(description="the GPU fields were read from the judging GPU")
+    gpu: str | None = Field(None, description="e.g. NVIDIA H200")
+    capability: str | None = Field(None, description="compute capability, e.g. 9.0")
+    sm_count: int | None = None
+    memory_gib: float | None = None
+    peak_bandwidth_gbs: float | None = Field(None, description="2 x memory clock x bus width, the roofline's peak")
+    l2_mib: float | None = None
+    shared_per_block_kib: float | None = Field(None, description="the opt-in maximum of dynamic shared memory")
+    shared_per_sm_kib: float | None = None
+    registers_per_sm: int | None = None
+    max_threads_per_sm: int | None = None
+    arch: str = Field(description="the -arch of every build, e.g. sm_90")
+    nvcc_flags: list[str] = Field(description="every flag of the candidate build, -arch included")
+    nvcc_version: str | None = Field(None, description="'release X.Y, VX.Y.Z' of the nvcc that builds")
+    cuda_runtime: str | None = Field(None, description="torch's CUDA runtime version")
+
+    @property
+    def nvcc_command(self) -> str:
+        return " ".join(["nvcc", "-cubin", *self.nvcc_flags])

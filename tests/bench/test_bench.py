@@ -193,6 +193,10 @@ def test_the_report_says_where_its_numbers_come_from(finished):
     assert f"anthropic:{MODEL}" in report and "not timed: the stand-in evaluator does not time it" in report
     for method in METHODS:
         assert f"| **{method}** |" in report
+    assert (
+        "| method | dollars | input tokens | cache reads tokens | cache writes tokens | output tokens | cached share |"
+        in report
+    )
     for plot in ("fast_p", "speedup", "cost"):
         assert f"(plots/{plot}.png)" in report
         assert (out / "plots" / f"{plot}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

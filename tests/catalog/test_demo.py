@@ -5,6 +5,7 @@ test_the_shipped_replay runs the demo exactly as a user does, on the H200 replay
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -17,7 +18,13 @@ from htam_graph.catalog import DEMO_REPLAY
 from htam_graph.config import Settings
 from htam_graph.demo import DemoOptions, run_demo
 from htam_graph.errors import UserError
-from htam_graph.loop.evaluators import RecordingEvaluator, ReplayEvaluator, StandInEvaluator, load_recording
+from htam_graph.loop.evaluators import (
+    REFERENCE_ONLY,
+    RecordingEvaluator,
+    ReplayEvaluator,
+    StandInEvaluator,
+    load_recording,
+)
 
 pytestmark = pytest.mark.nvcc  # the stand-in builds every candidate with nvcc
 
@@ -45,9 +52,12 @@ def test_a_recorded_demo_replays_step_for_step(tmp_path: Path) -> None:
     options = DemoOptions(tasks=TASKS, steps=3, out=tmp_path / "a")
     recorded = run_demo(options, Settings(), RecordingEvaluator(replay, "htam demo --record x", StandInEvaluator()))
     recording = load_recording(replay)
+    # every judged candidate, and each task's reference-only result (step 1's time to beat)
     assert len(recording.results) == sum(len(r.trajectory) for r in recorded.runs) - sum(
         t.verdict == "no_candidate" for r in recorded.runs for t in r.trajectory
-    )
+    ) + len(TASKS)
+    reference_only = hashlib.sha256(REFERENCE_ONLY.encode()).hexdigest()
+    assert sum(key.endswith(reference_only) for key in recording.results) == len(TASKS)
     replayed = run_demo(DemoOptions(tasks=TASKS, steps=3, out=tmp_path / "b"), Settings(), ReplayEvaluator(replay))
     assert _trajectory(replayed) == _trajectory(recorded)
     assert replayed.evaluator == "replay" and replayed.device.startswith("replay of")

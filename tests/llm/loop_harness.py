@@ -20,13 +20,14 @@ from htam_graph.loop.runs import create_run
 from htam_graph.memory.models import RunConfig
 from htam_graph.memory.seed import load_seed_bank
 from htam_graph.memory.sqlite_store import SQLiteStore
-from htam_graph.runner.models import EvalResult, Timing
+from htam_graph.runner.models import EvalResult, HardwareFacts, Roofline, Timing
 from htam_graph.tasks import Task, resolve_task
 from htam_graph.vocab import Method, Verdict
 
 TASK = "level1/19_ReLU"
 STEPS = 3
 TARGET = "an NVIDIA H200 (sm_90)"
+EAGER_MS = 0.3  # the reference's time: 1 GiB moved at 4.8 TB/s takes 0.2237 ms at least
 # kernel n's verdict and speedup over eager
 OUTCOMES: list[tuple[Verdict, float | None]] = [(Verdict.OK, 0.797), (Verdict.INCORRECT, None), (Verdict.OK, 1.25)]
 
@@ -65,16 +66,26 @@ def kernel_answer(n: int) -> str:
     return f"Here is the kernel.\n```python\n{kernel(n)}```\n"
 
 
+# What an H200's referee measures (runner/hardware.py), as the scripted judge's facts.
+H200 = HardwareFacts(
+    judged_by="NVIDIA H200 (sm_90)", measured=True, gpu="NVIDIA H200", capability="9.0", sm_count=132,
+    memory_gib=139.8, peak_bandwidth_gbs=4800, l2_mib=50.0, shared_per_block_kib=227.0, shared_per_sm_kib=228.0,
+    registers_per_sm=65536, max_threads_per_sm=2048, arch="sm_90", nvcc_flags=["-O3", "-lineinfo", "-arch=sm_90"],
+    nvcc_version="release 12.8, V12.8.93", cuda_runtime="12.8",
+)  # fmt: skip
+
+
 class ScriptedJudge(HoldsNothing):
     label, device, target = "scripted", "scripted timings (no GPU)", TARGET
+    hardware = H200
 
     def evaluate(self, task: Task, source: str) -> EvalResult:
         n = int(re.search(r"// kernel (\d+)", source)[1])  # type: ignore[index]
         verdict, speedup = OUTCOMES[n - 1]
         ok = verdict == Verdict.OK
-        ms = 0.05 / speedup if speedup else 0.05
+        ms = EAGER_MS / speedup if speedup else EAGER_MS
         timing = Timing(median_ms=ms, mean_ms=ms, min_ms=ms, max_ms=ms, trials=100)
-        eager = Timing(median_ms=0.05, mean_ms=0.05, min_ms=0.05, max_ms=0.05, trials=100)
+        eager = Timing(median_ms=EAGER_MS, mean_ms=EAGER_MS, min_ms=EAGER_MS, max_ms=EAGER_MS, trials=100)
         return EvalResult(
             task_id=task.id,
             task_sha256=hashlib.sha256(task.source.encode()).hexdigest(),
@@ -91,6 +102,18 @@ class ScriptedJudge(HoldsNothing):
             speedup_eager=speedup,
             device=self.device,
         )
+
+    def reference(self, task: Task) -> EvalResult:
+        """A reference-only job's result: the reference's times and its own roofline."""
+        eager = Timing(median_ms=EAGER_MS, mean_ms=EAGER_MS, min_ms=EAGER_MS, max_ms=EAGER_MS, trials=100)
+        line = Roofline(
+            bytes_moved=1 << 30, flops=0, peak_bandwidth_gbs=4800.0, peak_tflops=None, floor_ms=0.2237,
+            bandwidth_fraction=0.2237 / EAGER_MS, compute_fraction=None,
+        )  # fmt: skip
+        return EvalResult(
+            task_id=task.id, task_sha256=task.sha256, candidate_sha256="0" * 64, candidate_format="native",
+            verdict=Verdict.CHECKED, reference_eager=eager, roofline=line, device=self.device,
+        )  # fmt: skip
 
 
 class RecordingWriter(LLMClient):
@@ -120,8 +143,10 @@ class RecordingWriter(LLMClient):
         return schema.model_validate(answer), Completion(text=str(answer), model=self.model)
 
 
-def run_loop(method: Method, client: LLMClient, tmp: Path, steps: int = STEPS) -> tuple[RunSummary, list[StepRecord]]:
-    task = resolve_task(TASK)
+def run_loop(
+    method: Method, client: LLMClient, tmp: Path, steps: int = STEPS, task_id: str = TASK
+) -> tuple[RunSummary, list[StepRecord]]:
+    task = resolve_task(task_id)
     with SQLiteStore(tmp / "memory.sqlite") as store:
         store.seed(load_seed_bank())
         manifest, folder = create_run(

@@ -165,6 +165,21 @@ def test_the_comparison_of_a_multi_gib_output_stays_within_a_few_slabs():
     torch.cuda.empty_cache()
 
 
+def test_a_reference_only_job_times_the_reference_alone(evaluator, relu_task):
+    """Step 1's time to beat (issue 34, item 5): no candidate is checked or loaded."""
+    config = evaluator.config.model_copy(update={"reference_only": True})
+    (result,) = evaluator.evaluate_many([(relu_task, "# the reference's timings only: no candidate\n")], config=config)
+    assert result.verdict == Verdict.CHECKED and not result.cheats and result.candidate is None
+    assert result.reference_eager.median_ms > 0 and result.atol is None
+    assert result.roofline.bytes_moved == 2 * 1024 * 1024 * 4 and result.roofline.bandwidth_fraction < 1.0
+
+
+def test_the_referee_states_the_gpus_facts(evaluator):
+    facts = evaluator.workers_info()[0].hardware
+    assert facts.measured and facts.sm_count > 0 and facts.peak_bandwidth_gbs > 1000 and facts.l2_mib > 1
+    assert facts.shared_per_block_kib >= 48 and facts.arch.startswith("sm_") and facts.cuda_runtime
+
+
 def test_a_task_with_a_multi_gib_output_is_judged(evaluator):
     result = evaluator.evaluate(load_task(FIXTURES / "scale_large.py"), c.SCALE_LARGE)
     assert result.verdict == Verdict.OK, Feedback.of(result)

@@ -29,6 +29,8 @@ def test_feedback_of_an_ok_result_has_every_field():
         "cheats": [],
         "max_abs_error": 0.0,
         "max_rel_error": None,
+        "atol": None,  # shown only when widened
+        "atol_default": None,
         "candidate_ms": 0.5,
         "candidate_host_ms": None,  # the GPU time is larger: nothing to cut on the host
         "eager_ms": 1.0,

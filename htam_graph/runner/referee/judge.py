@@ -346,7 +346,7 @@ class _Case:
         self.stage = "the reference"
         with self.timer("reference"):
             reference = self.judge.references.prepare(job.task, self.config)
-        if self.config.static_checks:
+        if self.config.static_checks and not self.config.reference_only:
             self.stage = "the static checks"
             dtype = str(reference.dtype).removeprefix("torch.")
             if found := static_check(job.candidate_source, dtype, job.fmt):
@@ -355,6 +355,12 @@ class _Case:
         self.stage = "the reference timings"
         with self.timer("reference"):
             eager, compiled = self.judge.references.timings(reference, self.config, self.judge.gate(job))
+        if self.config.reference_only:
+            self.result.reference_eager, self.result.reference_compile = eager, compiled
+            self._position(reference, eager)  # the reference's own roofline
+            self.result.suspicious, self.result.suspicious_reason = False, ""
+            self.result.verdict = Verdict.CHECKED
+            return
         self.stage = "starting the candidate's process"
         with self.timer("process"):
             taken = self.judge.processes.take(self.config.startup_timeout_s)
@@ -772,6 +778,12 @@ class _Case:
         ]
         after = [compare.fingerprint(v) for v in views]
         failures = [c.message for c in comparisons if not c.ok]
+        for e, t in zip(expected, tols, strict=True):
+            if e.is_floating_point():  # the tolerance applied, and the one before any widening
+                applied = compare.tolerance(e.dtype, t.atol, t.rtol)[0]
+                default = compare.tolerance(e.dtype, self.config.atol, self.config.rtol)[0]
+                self.result.atol = max(self.result.atol or 0.0, applied)
+                self.result.atol_default = max(self.result.atol_default or 0.0, default)
         for i, cmp in enumerate(comparisons):
             self.result.max_abs_error = max(self.result.max_abs_error or 0.0, cmp.max_abs)
             self.result.max_rel_error = max(self.result.max_rel_error or 0.0, cmp.max_rel)
@@ -928,7 +940,7 @@ class _Case:
             reasons.append(f"speedup {best:.1f}x above {SUSPICIOUS_SPEEDUP:g}x")
         if self.judge.peaks is not None:
             line = roofline(
-                reference.input_bytes + reference.output_bytes,
+                reference.moved_bytes,
                 reference.flops,
                 reference.dtype,
                 self.judge.peaks,

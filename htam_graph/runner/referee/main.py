@@ -21,6 +21,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from htam_graph.runner import proc
 from htam_graph.runner.build import gpu_arch
 from htam_graph.runner.forkserver import Confinement, ForkServer
+from htam_graph.runner.hardware import device_facts
 from htam_graph.runner.harness.probes import OpRecorder
 from htam_graph.runner.jobs import Job, JobReply, RefereeInfo
 from htam_graph.runner.native import check_driver
@@ -103,6 +104,7 @@ def serve(conn: Connection, device_index: int, sandbox_readable: list[str] | Non
             device=torch.cuda.get_device_name(device),
             arch=gpu_arch(),
             versions=versions(),
+            hardware=device_facts(device_index, gpu_arch()),
         )
         judge = Judge(
             device,

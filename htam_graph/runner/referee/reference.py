@@ -22,6 +22,7 @@ from htam_graph.runner.harness.probes import flatten_outputs
 from htam_graph.runner.jobs import EvalConfig
 from htam_graph.runner.models import Timing
 from htam_graph.runner.referee.inputs import task_inputs
+from htam_graph.runner.referee.roofline import moved_bytes
 from htam_graph.runner.timing import Gate, L2Flusher, time_gpu
 from htam_graph.tasks import Task, exec_source
 
@@ -67,6 +68,7 @@ class Reference:
     flops: int
     input_bytes: int
     output_bytes: int
+    moved_bytes: int  # what the roofline counts: inputs, parameters and buffers read once, outputs written once
     mutates_inputs: bool  # then it runs on a copy, so the judge's inputs stay as they were
     state: dict[str, torch.Tensor] = field(default_factory=dict)
     # max |reference - float64 reference| per output on the task's first input set (the
@@ -139,6 +141,7 @@ class References:
             flops=0,
             input_bytes=sum(x.nbytes for x in inputs if isinstance(x, torch.Tensor)),
             output_bytes=0,
+            moved_bytes=0,
             mutates_inputs=False,
             state=dict(model.state_dict()),
         )
@@ -146,6 +149,7 @@ class References:
             outs = reference.forward(inputs)
         reference.flops = int(counter.get_total_flops())
         reference.output_bytes = sum(t.nbytes for t in outs)
+        reference.moved_bytes = moved_bytes(inputs, model, outs)
         reference.mutates_inputs = any(
             isinstance(x, torch.Tensor) and not torch.equal(x, y) for x, y in zip(inputs, snapshot, strict=True)
         )

@@ -10,7 +10,9 @@ bytes only).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -41,6 +43,15 @@ class DevicePeaks:
     def tflops(self, dtype: torch.dtype) -> float | None:
         rate = _FLOPS_PER_SM_CLOCK.get(self.capability, {}).get(dtype)
         return None if rate is None else self.sm_count * self.clock_ghz * 1e9 * rate / 1e12
+
+
+def moved_bytes(inputs: Iterable[Any], model: torch.nn.Module, outputs: Iterable[Any]) -> int:
+    """What the roofline counts as moved: every input tensor, parameter and buffer read once
+    (a tied parameter once), every output written once. The task's text
+    (loop/runs.task_context) counts with this same function, so the prompt's numbers agree."""
+    state = [*model.parameters(), *model.buffers()]  # each tensor once, tied ones too
+    read = sum(t.nbytes for t in (*inputs, *state) if isinstance(t, torch.Tensor))
+    return read + sum(t.nbytes for t in outputs if isinstance(t, torch.Tensor))
 
 
 def roofline(bytes_moved: int, flops: int, dtype: torch.dtype, peaks: DevicePeaks, time_ms: float | None) -> Roofline:

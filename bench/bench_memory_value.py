@@ -28,7 +28,7 @@ MEMORY = ["htam", "htam-no-prefix", "htam-no-family", "flat"]
 CONTROLS = ["random", "feedback", "expert"]
 
 
-def main() -> None:
+def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--table", type=Path, required=True)
     p.add_argument("--train", type=Path, default=ROOT / "bench/tables/suite-train.txt")
@@ -50,9 +50,11 @@ def main() -> None:
     env = {**os.environ, "HTAM_SCORING__REWARD_FROM": "parent", "HTAM_SCORING__TAU": str(args.tau)}
     print("$", " ".join(cmd), flush=True)
     began = time.monotonic()
-    subprocess.run(cmd, check=True, env=env)
+    if code := subprocess.run(cmd, env=env).returncode:
+        return code  # htam bench said why, in one line
     print(f"{time.monotonic() - began:.0f} s; report: {args.out / 'memory-value.md'}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -49,21 +49,42 @@ RETURN g.id AS global, g.attempts AS attempts,
        round(g.trend, 3) AS trend, COUNT { (g)-[:HAS_LOCAL]->(:Local) } AS locals
 ORDER BY attempts DESC, global;
 
-// The newest run as a path
-// Its steps (linked by NEXT) and the global each chose.
+// The graph on real nodes
+// A run that chose directions, with its task, its steps and the globals and locals they
+// chose: every kind of node, each captioned by what names it (the style's captions).
 MATCH (r:Run)
+WHERE EXISTS { (r)-[:HAS_STEP]->(:Step)-[:CHOSE_LOCAL]->(:Local) }
 WITH r ORDER BY r.started_at DESC LIMIT 1
-MATCH p = (r)-[:HAS_STEP]->(s:Step)
+MATCH p = (:Task)<-[:ON_TASK]-(r)-[:HAS_STEP]->(s:Step)
+OPTIONAL MATCH q = (s)-[:CHOSE_GLOBAL]->(:Global)-[:HAS_LOCAL]->(l:Local)
+WHERE (s)-[:CHOSE_LOCAL]->(l)
+RETURN p, q;
+
+// The newest run of each method as a path
+// Its task, its steps (linked by NEXT) and the global each chose (none for the methods
+// without directions: feedback, vanilla, flat).
+MATCH (r:Run)
+WITH r ORDER BY r.started_at DESC
+WITH r.method AS method, collect(r)[0] AS r
+MATCH p = (:Task)<-[:ON_TASK]-(r)-[:HAS_STEP]->(s:Step)
 OPTIONAL MATCH q = (s)-[:CHOSE_GLOBAL]->(:Global)
 RETURN p, q;
 
-// The newest run, step by step
+// The newest run of each method, step by step
+// What each step chose: its global and local, or, for a method that chooses none, what it
+// does instead.
 MATCH (r:Run)
-WITH r ORDER BY r.started_at DESC LIMIT 1
+WITH r ORDER BY r.started_at DESC
+WITH r.method AS method, collect(r)[0] AS r
 MATCH (r)-[:HAS_STEP]->(s:Step)
-RETURN r.id AS run, s.index + 1 AS step, s.global_id AS global, s.local_id AS local, s.verdict AS verdict,
-       round(s.speedup, 3) AS speedup, round(s.reward, 3) AS reward
-ORDER BY step;
+WITH method, r, s, CASE method
+       WHEN 'feedback' THEN '(none: refines the last kernel from its feedback)'
+       WHEN 'vanilla' THEN '(none: one-shot generation)'
+       ELSE '(none chosen)' END AS none
+RETURN method, r.id AS run, s.index + 1 AS step, coalesce(s.global_id, none) AS global,
+       coalesce(s.local_id, none) AS local, s.verdict AS verdict, round(s.speedup, 3) AS speedup,
+       round(s.reward, 3) AS reward
+ORDER BY method, step;
 
 // Methods compared
 // Per method: runs, the share with a correct candidate, the geometric-mean best speedup

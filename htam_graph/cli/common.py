@@ -129,21 +129,76 @@ def print_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, default=str))
 
 
-def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-    """A table of data: the title and every cell are plain text, never rich markup (stored
-    names, docstrings and paths may hold `[b]` or `[/bold]`)."""
-    table = Table(title=Text(title))
+def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], out: Console | None = None) -> None:
+    """A table of data that reads at any width: the title and every cell are plain text, never
+    rich markup (stored names, docstrings and paths may hold `[b]` or `[/bold]`).
+
+    No cell is ever cut or split mid-word: ids, numbers and paths stay on one line, free text
+    wraps between words, a header between its words. When the columns cannot fit the width
+    that way (many columns at 80), each row prints as a block of `column: value` lines
+    instead, a value never split (a line longer than the terminal is the terminal's to wrap)."""
+    out = out or console
+    cells = [[_cell(v).plain for v in row] for row in rows]
+    numeric = [bool(rows) and all(isinstance(r[i], (int, float)) for r in rows) for i in range(len(columns))]
+    text = [not numeric[i] and any(" " in row[i] or "\n" in row[i] for row in cells) for i in range(len(columns))]
+    need, want = [], []
     for i, col in enumerate(columns):
-        numeric = bool(rows) and all(isinstance(r[i], (int, float)) for r in rows)
-        # Ids and numbers stay on one line (ids are what people copy into --prefix);
-        # free text wraps into the width that is left.
-        if numeric:
-            table.add_column(col, justify="right", no_wrap=True, min_width=len(col))
-        else:  # text folds onto more lines rather than being cut to "fu…"
-            table.add_column(col, no_wrap=i == 0, overflow="fold")
-    for row in rows:
-        table.add_row(*(_cell(v) for v in row))
-    console.print(table)
+        values = [row[i] for row in cells]
+        head = max((len(w) for w in col.split()), default=1)
+        longest = max((len(v) for v in values), default=0)
+        word = max((len(w) for v in values for w in v.split()), default=0)
+        need.append(max(head, word if text[i] else longest, 1))
+        want.append(max(len(col), longest, 1))
+    room = out.width - (3 * len(columns) + 1)  # the box's borders and each cell's padding
+    if sum(need) > room:
+        _print_records(out, title, columns, cells)
+        return
+    widths = _share(need, want, room)
+    fits = len(title) <= sum(widths) + 3 * len(columns) + 1
+    if not fits:  # a title holding a path is never split: a line of its own
+        out.print(Text(title, style="italic"), soft_wrap=True)
+    table = Table(title=Text(title) if fits else None)
+    for i, col in enumerate(columns):
+        table.add_column(
+            Text(col), justify="right" if numeric[i] else "left", width=widths[i], no_wrap=not text[i], overflow="fold"
+        )
+    for row in cells:
+        table.add_row(*(Text(v) for v in row))
+    out.print(table)
+
+
+def _share(need: list[int], want: list[int], room: int) -> list[int]:
+    """Column widths between `need` and `want` within `room`: what is left after every
+    column's need is shared out evenly, a column that wants less than its share getting
+    what it wants (so short columns stay whole and the long ones wrap)."""
+    widths = list(need)
+    spare = room - sum(need)
+    order = sorted(range(len(need)), key=lambda i: want[i] - need[i])
+    for k, i in enumerate(order):
+        give = min(want[i] - need[i], spare // (len(order) - k))
+        widths[i] += give
+        spare -= give
+    return widths
+
+
+_SEP = "  ·  "
+
+
+def _print_records(out: Console, title: str, columns: Sequence[str], cells: Sequence[Sequence[str]]) -> None:
+    """Each row as its first cell, then `column: value` pairs packed into lines of the width."""
+    out.print(Text(f"{title} ({len(cells)} rows; one per paragraph at this width)"), soft_wrap=True)
+    for row in cells:
+        out.print()
+        out.print(Text(f"{columns[0]}: {row[0]}", style="bold"), soft_wrap=True)
+        line = ""
+        for col, value in zip(columns[1:], row[1:]):
+            pair = f"{col}: {value or '-'}"
+            if line and len(line) + len(_SEP) + len(pair) > out.width:
+                out.print(Text(line), soft_wrap=True)
+                line = ""
+            line = f"{line}{_SEP}{pair}" if line else f"  {pair}"
+        if line:
+            out.print(Text(line), soft_wrap=True)
 
 
 def _cell(v: Any) -> Text:

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import click
-from rich.table import Table
-from rich.text import Text
 
 from htam_graph import neo4j_server as server
-from htam_graph.cli.common import console, print_json, say, settings
+from htam_graph.cli.common import print_json, say, settings
 
 
 @click.group()
@@ -49,12 +47,10 @@ def status(as_json: bool) -> None:
     current = server.status(settings())
     if as_json:
         print_json(current.model_dump(mode="json"))
-    else:
-        table = Table(show_header=False)
+    else:  # one line each: a path or URI is never split, whatever the width
         for name, value in current.model_dump().items():
             if value is not None:
-                table.add_row(name, Text(str(value)))
-        console.print(table)
+                say(f"{name}: {value}")
     if not current.reachable:
         # SystemExit, not ctx.exit: `htam`'s main runs click with standalone_mode=False,
         # which would swallow ctx.exit's code.

@@ -10,19 +10,17 @@ from types import TracebackType
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import Progress
-from rich.table import Table
-from rich.text import Text
 
+from htam_graph.cli.common import print_table
 from htam_graph.runner.models import EvalResult, Verdict
 
 
-def results_table(results: Sequence[EvalResult]) -> Table:
-    """Verdicts, errors and speedups, one row per result."""
-    table = Table("task", "verdict", "max abs err", "cand ms", "eager ms", "compile ms", "x eager", "x compile")
+def print_results_table(results: Sequence[EvalResult], console: Console) -> None:
+    """Verdicts, errors and speedups, one row per result (cli.common.print_table: readable at any width)."""
     fmt = lambda v, spec: "" if v is None else format(v, spec)
-    for r in results:
-        table.add_row(
-            Text(r.task_id),  # a name, never markup
+    rows = [
+        (
+            r.task_id,  # a name, never markup
             r.verdict.value,
             fmt(r.max_abs_error, ".2e"),
             fmt(r.candidate and r.candidate.median_ms, ".4f"),
@@ -31,7 +29,10 @@ def results_table(results: Sequence[EvalResult]) -> Table:
             fmt(r.speedup_eager, ".2f"),
             fmt(r.speedup_compile, ".2f"),
         )
-    return table
+        for r in results
+    ]
+    columns = ["task", "verdict", "max abs err", "cand ms", "eager ms", "compile ms", "x eager", "x compile"]
+    print_table("timings", columns, rows, console)
 
 
 def print_result(result: EvalResult, console: Console | None = None) -> None:
@@ -56,7 +57,7 @@ def print_result(result: EvalResult, console: Console | None = None) -> None:
     if skipped:
         console.print(f"[dim]input probes skipped (the reference is not finite there): {escape(', '.join(skipped))}[/]")
     if result.candidate is not None:
-        console.print(results_table([result]))
+        print_results_table([result], console)
     if line := result.roofline:
         parts = [f"floor {line.floor_ms:.4f} ms", f"{line.bytes_moved / 1e9:.3f} GB", f"{line.flops / 1e9:.2f} GFLOP"]
         if line.bandwidth_fraction is not None:

@@ -54,5 +54,9 @@ def show_task(task: str, root: Path | None, as_json: bool) -> None:
     if as_json:
         print_json(_record(found, with_source=True))
         return
-    console.print(f"[bold]{escape(found.id)}[/bold]  {escape(str(found.path))}  sha256 {found.sha256[:12]}")
-    console.print(Syntax(found.source, "python", line_numbers=True))
+    # the path on one line whatever the width; a source line longer than the width wraps
+    # under its number (never cut)
+    console.print(
+        f"[bold]{escape(found.id)}[/bold]  {escape(str(found.path))}  sha256 {found.sha256[:12]}", soft_wrap=True
+    )
+    console.print(Syntax(found.source, "python", line_numbers=True, word_wrap=True))

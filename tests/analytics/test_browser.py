@@ -9,8 +9,10 @@ screenshot is kept in the test's folder and under test-artifacts/browser/.
 
 from __future__ import annotations
 
+import html
 import io
 import os
+import re
 import shutil
 import urllib.request
 import zipfile
@@ -21,6 +23,7 @@ import pytest
 from playwright.sync_api import Locator, Page, sync_playwright
 
 from htam_graph import analytics
+from htam_graph.vocab import Verdict
 from tests.conftest import HTTP_VAR, IN_CI
 
 pytestmark = [pytest.mark.neo4j, pytest.mark.nvcc]  # the memory comes from real runs (conftest.py)
@@ -38,6 +41,7 @@ CHROMIUM_FLAGS = [
 ]
 TIMEOUT_MS = 90_000  # two busy cores: the Browser's first load and connect take a while
 GLOBAL_COLOUR = "#4C8EDA"  # node.Global in docker/browser/htam.grass
+TASK_COLOUR, RUN_COLOUR, STEP_COLOUR = "#F79767", "#C990C0", "#FFE081"  # node.Task, node.Run, node.Step
 
 
 def _unavailable(reason: str) -> None:
@@ -81,7 +85,7 @@ def test_the_served_guide_style_and_favourites(filled_neo4j, base_url, _neo4j_se
     results = {}
     for name, query in favourites.items():
         assert query.startswith(f"// {name.replace('_', ':')}")  # named by its first line, as the Browser does
-        assert query.replace(">", "&gt;") in guide  # the guide shows every saved query
+        assert html.escape(query, quote=False) in guide  # the guide shows every saved query
         results[name] = driver.execute_query(query, database_=database).records
         assert results[name], f"{name} returned nothing on a filled memory"
     want = analytics.transitions(_neo4j_session_store).set_index(["source", "target"])
@@ -136,6 +140,23 @@ def test_the_browser_plays_the_guide_and_draws_the_htg(filled_neo4j, base_url, p
     # The guide's first block loads the HTG style from the server.
     styled = run_from_guide(page, guide, ":style")
     styled.get_by_text("node.Global").first.wait_for()
+
+    # The first slide's picture: real nodes, each captioned by what names it (a task by its
+    # id, never a number such as -102; a run by method and seed; a step by its verdict).
+    picture = run_from_guide(page, guide, "The graph on real nodes")
+    picture.locator("svg g.node").first.wait_for()
+    drawn: dict[str, list[str]] = {}
+    for node in picture.locator("svg g.node").all():
+        fill = node.locator("circle.b-outline").get_attribute("fill") or ""
+        caption = " ".join(t.strip() for t in node.locator("text").all_text_contents()).strip()
+        drawn.setdefault(fill, []).append(caption.removesuffix("…"))  # a long one is cut, with an ellipsis
+    picture.screenshot(path=tmp_path / "picture.png")
+    tasks = {r.task_id for r in _neo4j_session_store.get_runs()}
+    assert drawn[TASK_COLOUR] and all(any(t.startswith(c) for t in tasks) for c in drawn[TASK_COLOUR])
+    assert drawn[RUN_COLOUR] and all(re.fullmatch(r"[a-z-]+ s\d+", c) for c in drawn[RUN_COLOUR])
+    verdicts = {v.value for v in Verdict}
+    assert drawn[STEP_COLOUR] and all(any(v.startswith(c) for v in verdicts) for c in drawn[STEP_COLOUR])
+    assert drawn[GLOBAL_COLOUR] and all(c and not c.lstrip("-").isdigit() for cs in drawn.values() for c in cs)
 
     # Two slides on, a ready query draws the transitions between the globals.
     guide.get_by_test_id("nextSlide").click()

@@ -105,14 +105,37 @@ def test_the_browsers_saved_queries_return_the_memorys_rows(filled_neo4j, _neo4j
     rows = run(q["Global directions"])
     assert {r["global"]: r["attempts"] for r in rows} == globals_["attempts"].to_dict()
 
-    newest = analytics.runs(store).sort_values("started_at").iloc[-1]
-    steps = analytics.trajectory(store, newest["run_id"])
-    assert len(run(q["The newest run as a path"])) == len(steps)
-    rows = run(q["The newest run, step by step"])
-    assert {r["run"] for r in rows} == {newest["run_id"]} and [r["step"] for r in rows] == list(
-        range(1, len(steps) + 1)
-    )
-    assert [r["verdict"] for r in rows] == steps["verdict"].tolist()
+    # The runs slide shows every method's newest run, a baseline's steps with what it does
+    # instead of a direction (never null).
+    runs = analytics.runs(store).sort_values("started_at")
+    newest = runs.groupby("method").tail(1).set_index("method")
+    assert set(newest.index) == {"htam", "htam-no-prefix", "feedback"}
+    paths = run(q["The newest run of each method as a path"])
+    rows = run(q["The newest run of each method, step by step"])
+    assert sorted({r["method"] for r in rows}) == sorted(newest.index)
+    assert len(paths) == len(rows)
+    for method, first in newest.iterrows():
+        steps = analytics.trajectory(store, first["run_id"])
+        mine = [r for r in rows if r["method"] == method]
+        assert {r["run"] for r in mine} == {first["run_id"]}
+        assert [r["step"] for r in mine] == list(range(1, len(steps) + 1))
+        assert [r["verdict"] for r in mine] == steps["verdict"].tolist()
+        chose = steps["global_id"].fillna("").tolist()
+        assert [r["global"] for r in mine] == [g or mine[0]["global"] for g in chose]
+    assert all(r["global"] and r["local"] for r in rows)
+    assert {r["global"] for r in rows if r["method"] == "feedback"} == {
+        "(none: refines the last kernel from its feedback)"
+    }
+
+    # The first slide's picture: a run that chose directions, every kind of node in it.
+    picture = store.driver.execute_query(q["The graph on real nodes"], database_=store.database).records
+    shown = [path for record in picture for path in (record["p"], record["q"]) if path is not None]
+    assert {label for path in shown for node in path.nodes for label in node.labels} == {
+        "Task", "Run", "Step", "Global", "Local"
+    }  # fmt: skip
+    (run_id,) = {path.nodes[1]["id"] for path in (record["p"] for record in picture)}
+    assert analytics.runs(store).set_index("run_id").loc[run_id, "method"] != "feedback"
+    assert len(picture) == len(analytics.trajectory(store, run_id))
 
     methods = analytics.compare_methods(store).set_index("method")
     rows = run(q["Methods compared"])

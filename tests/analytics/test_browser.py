@@ -153,7 +153,9 @@ def test_the_browser_plays_the_guide_and_draws_the_htg(filled_neo4j, base_url, p
     picture.screenshot(path=tmp_path / "picture.png")
     tasks = {r.task_id for r in _neo4j_session_store.get_runs()}
     assert drawn[TASK_COLOUR] and all(any(t.startswith(c) for t in tasks) for c in drawn[TASK_COLOUR])
-    assert drawn[RUN_COLOUR] and all(re.fullmatch(r"[a-z-]+ s\d+", c) for c in drawn[RUN_COLOUR])
+    runs = {f"{r.method} s{r.seed}" for r in _neo4j_session_store.get_runs()}
+    assert all(re.fullmatch(r"[a-z-]+ s\d+", r) for r in runs), runs
+    assert drawn[RUN_COLOUR] and all(any(r.startswith(c) for r in runs) for c in drawn[RUN_COLOUR])
     verdicts = {v.value for v in Verdict}
     assert drawn[STEP_COLOUR] and all(any(v.startswith(c) for v in verdicts) for c in drawn[STEP_COLOUR])
     assert drawn[GLOBAL_COLOUR] and all(c and not c.lstrip("-").isdigit() for cs in drawn.values() for c in cs)

@@ -42,7 +42,7 @@ from htam_graph.runner.protocol import (
     Warmed,
     Warmup,
 )
-from htam_graph.runner.referee.judge import CandidateLink, Taken
+from htam_graph.runner.referee.candidate import CandidateLink, Taken
 from htam_graph.runner.referee.reference import Reference, References
 
 R = TypeVar("R")

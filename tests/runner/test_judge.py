@@ -258,7 +258,7 @@ def test_reported_times_far_below_the_referees_clock_are_flagged(tmp_path):
 
 
 def test_commands_carry_host_copies_of_any_tensor_inside_an_argument():
-    from htam_graph.runner.referee.judge import host_copies
+    from htam_graph.runner.referee.candidate import host_copies
 
     nested = [3, (torch.ones(2), {"w": torch.zeros(1)})]
     copied = host_copies(nested)

@@ -15,7 +15,7 @@ import torch
 from htam_graph.runner.forkserver import CandidateProcess
 from htam_graph.runner.ipc import ProtocolViolation
 from htam_graph.runner.protocol import MAX_REPLY_BYTES, Finish, Finished, Free, Freed
-from htam_graph.runner.referee.judge import CandidateDied, Stop
+from htam_graph.runner.referee.candidate import CandidateDied, Stop
 from htam_graph.runner.referee.link import ProcessLink
 from htam_graph.vocab import Verdict
 

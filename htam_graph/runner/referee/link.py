@@ -1,5 +1,5 @@
 """The referee's side of candidate processes: the channel to one, and the fork server
-that provides them (the real implementations of judge.CandidateLink and ProcessSource)."""
+that provides them (the real implementations of candidate.CandidateLink and ProcessSource)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from htam_graph.runner.protocol import (
     NeedsBuild,
     RemoteTensor,
 )
-from htam_graph.runner.referee.judge import CandidateDied, CandidateLink, Stop, Taken
+from htam_graph.runner.referee.candidate import CandidateDied, CandidateLink, Stop, Taken
 from htam_graph.vocab import Verdict
 
 logger = logging.getLogger(__name__)

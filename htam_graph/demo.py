@@ -23,11 +23,9 @@ from htam_graph.catalog.client import CatalogClient
 from htam_graph.config import Settings
 from htam_graph.errors import UserError
 from htam_graph.loop.evaluators import CandidateEvaluator, RecordingEvaluator, make_evaluator
-from htam_graph.loop.optimizer import Optimizer
 from htam_graph.loop.records import RunSummary, StepRecord
-from htam_graph.loop.runs import create_run
+from htam_graph.loop.setup import RunSetup
 from htam_graph.memory import open_store
-from htam_graph.memory.models import RunConfig
 from htam_graph.memory.seed import load_seed_bank
 from htam_graph.memory.sqlite_store import SQLiteStore
 from htam_graph.memory.store import MemoryStore
@@ -93,31 +91,19 @@ def run_demo(
         store.seed(load_seed_bank())
         summaries = []
         with evaluator as judge:
+            setup = RunSetup(store=store, client=client, judge=judge)
             for method in options.methods:
                 for task in tasks:
-                    manifest, folder = create_run(
-                        out=runs,
-                        task=task,
-                        method=method,
-                        seed=options.seed,
-                        config=RunConfig(steps=options.steps, scoring=settings.scoring),
-                        llm=f"{client.name}:{client.model}",
-                        evaluator=judge.label,
-                        device=judge.device,
-                        target=judge.target,
+                    run = setup.start(
+                        runs,
+                        task,
+                        method,
+                        options.seed,
+                        steps=options.steps,
+                        scoring=settings.scoring,
                         run_id=run_id(task, method, options.seed),
                     )
-                    step_view = _step_view(task, observe)
-                    optimizer = Optimizer(
-                        store=store,
-                        client=client,
-                        evaluator=judge,
-                        task=task,
-                        manifest=manifest,
-                        folder=folder,
-                        observe=step_view,
-                    )
-                    summaries.append(optimizer.run())
+                    summaries.append(setup.optimizer(task, run, observe=_step_view(task, observe)).run())
             device = judge.device
         transitions = learned_transitions(store)
         where = store.describe()

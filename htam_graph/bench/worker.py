@@ -23,11 +23,12 @@ from htam_graph.errors import UserError
 from htam_graph.files import atomic_file, atomic_write
 from htam_graph.llm.settings import LLMSettings
 from htam_graph.loop.clients import make_client
-from htam_graph.loop.evaluators import CandidateEvaluator, HoldsNothing, for_run, make_evaluator
-from htam_graph.loop.optimizer import Optimizer, load_steps
-from htam_graph.loop.runs import create_run, open_run
+from htam_graph.loop.evaluators import CandidateEvaluator, HoldsNothing, make_evaluator
+from htam_graph.loop.optimizer import load_steps
+from htam_graph.loop.runs import open_run
+from htam_graph.loop.setup import RunSetup
 from htam_graph.memory.export_file import ExportFile, write_export
-from htam_graph.memory.models import SECTIONS, MemorySnapshot, RunConfig
+from htam_graph.memory.models import SECTIONS, MemorySnapshot
 from htam_graph.memory.seed import load_seed_bank
 from htam_graph.memory.sqlite_store import SQLiteStore
 from htam_graph.memory.store import MemoryStore
@@ -175,30 +176,18 @@ def _run(
 ) -> None:
     config = job.manifest.config
     task = job.task(spec.task_id)
-    if layout.run_started(spec):
-        manifest, folder = open_run(layout.runs, spec.run_id, task)
-    else:
-        _remove_unstarted(layout.run(spec))
-        manifest, folder = create_run(
-            out=layout.runs,
-            task=task,
-            method=spec.method,
-            seed=spec.seed,
-            config=RunConfig(steps=config.steps, scoring=config.scoring),
-            llm=config.llm,
-            evaluator=judge.label,
-            device=judge.device,
-            target=judge.target,
-            run_id=spec.run_id,
-        )
     with make_client(job.llm, job.script) as client:
-        optimizer = Optimizer(
-            store=store,
-            client=client,
-            evaluator=for_run(judge, spec.run_id),
-            task=task,
-            manifest=manifest,
-            folder=folder,
+        setup = RunSetup(store=store, client=client, judge=judge)
+        if layout.run_started(spec):
+            run = open_run(layout.runs, spec.run_id, task)
+        else:
+            _remove_unstarted(layout.run(spec))
+            run = setup.start(
+                layout.runs, task, spec.method, spec.seed, config.steps, config.scoring, run_id=spec.run_id
+            )
+        optimizer = setup.optimizer(
+            task,
+            run,
             max_cost=config.max_cost,
             observe=lambda record, summary: emit(
                 StepFinished(
@@ -210,7 +199,7 @@ def _run(
                 )
             ),
         )
-        done = len(load_steps(folder))
+        done = len(load_steps(run[1]))
         emit(RunStarted(worker=worker, **spec.model_dump(), steps_done=done, steps_planned=optimizer.planned))
         summary = optimizer.run()
     emit(

@@ -16,10 +16,10 @@ from htam_graph.errors import UserError
 from htam_graph.llm.base import LLMError
 from htam_graph.llm.settings import LLMSettings
 from htam_graph.loop.clients import make_client
-from htam_graph.loop.evaluators import for_run, make_evaluator
-from htam_graph.loop.optimizer import Optimizer
+from htam_graph.loop.evaluators import make_evaluator
 from htam_graph.loop.records import RunSummary, StepRecord
-from htam_graph.loop.runs import check_run_id, create_run, open_run, task_context
+from htam_graph.loop.runs import check_run_id, open_run, task_context
+from htam_graph.loop.setup import RunSetup
 from htam_graph.memory import open_store
 from htam_graph.memory.models import RunConfig, best_step
 from htam_graph.runner.jobs import EvalConfig
@@ -148,20 +148,12 @@ def optimize(
         kind = "gpu" if evaluator == "auto" else evaluator
         config = EvalConfig(sandbox=sandbox)
         with make_evaluator(kind, config, replay=replay_path or DEMO_REPLAY) as judge:
+            setup = RunSetup(store=store, client=client, judge=judge)
             if manifest_folder is None:
-                manifest_folder = create_run(
-                    out=out,
-                    task=resolved,
-                    method=chosen,
-                    seed=seed,
-                    config=RunConfig(steps=steps, scoring=cfg.scoring),
-                    llm=f"{client.name}:{client.model}",
-                    evaluator=judge.label,
-                    device=judge.device,
-                    target=judge.target,
-                    run_id=run_id,
+                manifest_folder = setup.start(
+                    out, resolved, chosen, seed, steps=steps, scoring=cfg.scoring, run_id=run_id
                 )
-            manifest, folder = manifest_folder
+            manifest = manifest_folder[0]
             console.print(
                 f"[bold]{escape(manifest.run.id)}[/]  {escape(resolved.id)}  method {chosen.value}  "
                 f"llm {escape(manifest.llm)}  memory {escape(store.describe())}",
@@ -169,16 +161,12 @@ def optimize(
             )
             if judge.label != "gpu":
                 console.print(f"[yellow]{escape(judge.device)}[/]", highlight=False)
-            optimizer = Optimizer(
-                store=store,
-                client=client,
-                evaluator=for_run(judge, manifest.run.id),
-                task=resolved,
-                context=context,
-                manifest=manifest,
-                folder=folder,
+            optimizer = setup.optimizer(
+                resolved,
+                manifest_folder,
                 max_cost=max_cost,
                 observe=lambda record, summary: _live(console, record, summary),
+                context=context,
             )
             try:
                 summary = optimizer.run()

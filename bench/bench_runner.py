@@ -48,6 +48,7 @@ from htam_graph.runner.evaluate import Evaluator
 from htam_graph.runner.formats import static_cuda_sources
 from htam_graph.runner.jobs import EvalConfig
 from htam_graph.runner.models import EvalResult
+from htam_graph.runner.sandbox import ON_BY_DEFAULT
 from htam_graph.tasks import Task, load_tasks, resolve_task
 
 REPO = Path(__file__).resolve().parents[1]
@@ -368,7 +369,8 @@ def kernelbench_report(
 )
 @click.option(
     "--sandbox/--no-sandbox",
-    default=False,
+    default=ON_BY_DEFAULT,
+    show_default=True,
     help="candidates and builds confined (the sandbox's cost: compare with and without)",
 )
 @click.option("--out", type=click.Path(path_type=Path), default=REPO / "bench" / "results", show_default=True)

@@ -46,7 +46,7 @@ fi
 
 if [[ " $STAGES " == *" bench "* ]]; then
   for mode in sandboxed unconfined; do
-    flag=""
+    flag="--no-sandbox"  # explicit: the default flips to on once this script passes
     [[ $mode == sandboxed ]] && flag="--sandbox"
     timeout "${BENCH_S:-135}" python3 bench/bench_runner.py --passes 2 $flag --out "$OUT/$mode" \
       >"$OUT/bench-$mode.log" 2>&1

@@ -75,10 +75,17 @@ class BenchConfig(BaseModel):
     compile_reference: bool = Field(description="torch.compile of each reference timed too (GPU)")
     max_cost: float | None = Field(description="dollars after which a run ends")
     memory_from: MemorySource | None
+    sandbox: bool = Field(
+        False,
+        description="generated code and its builds judged confined (--sandbox); False: unconfined, with the "
+        "user's privileges (so were benches before the field)",
+    )
 
     @property
     def tag(self) -> str:
-        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:6]
+        # unconfined, the tag is the one it had before `sandbox` was a field: an earlier bench continues
+        dump = self.model_dump_json(exclude=None if self.sandbox else {"sandbox"})
+        return hashlib.sha256(dump.encode()).hexdigest()[:6]
 
 
 class BenchManifest(BaseModel):

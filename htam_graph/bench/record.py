@@ -27,10 +27,12 @@ from pydantic import BaseModel, Field
 from htam_graph.catalog.families import recognize
 from htam_graph.catalog.ir import Unsupported
 from htam_graph.catalog.space import MAX_STATES, SPACE_VERSION, Space, build_space
+from htam_graph.errors import UserError
 from htam_graph.files import atomic_file, atomic_write
 from htam_graph.loop.evaluators import CandidateEvaluator, GpuEvaluator
 from htam_graph.loop.table import COLUMNS, row_of
 from htam_graph.runner.models import EvalResult
+from htam_graph.runner.sandbox import NO_SANDBOX_FLAG
 from htam_graph.tasks import Task
 
 log = logging.getLogger(__name__)
@@ -54,6 +56,11 @@ class TableMeta(BaseModel):
     space_version: str = SPACE_VERSION
     max_states: int
     device: str
+    sandbox: bool = Field(
+        False,
+        description="generated code and its builds judged confined (--sandbox); False: unconfined, with the "
+        "user's privileges (so were tables before the field)",
+    )
     command: str
     commit: str
     started_at: datetime
@@ -93,11 +100,13 @@ def record(
     commit: str,
     max_states: int = MAX_STATES,
     progress: Progress | None = None,
+    sandbox: bool = False,
 ) -> TableMeta:
-    """Judge every kernel of every task's space not yet in `out`; returns the table's meta."""
+    """Judge every kernel of every task's space not yet in `out`; returns the table's meta.
+    `sandbox`: whether `evaluator` confines generated code (--sandbox), as meta.json says."""
+    meta = check_continues(out, sandbox)
     out.mkdir(parents=True, exist_ok=True)
     rows = _read_rows(out / ROWS)
-    meta = _read_meta(out / META)
     started = meta.started_at if meta is not None else datetime.now(UTC)
     earlier = {t.task_id: t for t in meta.tasks} if meta is not None else {}
     records: list[TaskRecord] = []
@@ -125,7 +134,7 @@ def record(
                 )
             )
             meta = TableMeta(
-                max_states=max_states, device=evaluator.device, command=command, commit=commit,
+                max_states=max_states, device=evaluator.device, sandbox=sandbox, command=command, commit=commit,
                 started_at=started, updated_at=datetime.now(UTC), tasks=_merged(earlier, records),
             )  # fmt: skip
             write_table(out, rows, meta)
@@ -203,6 +212,16 @@ def _read_rows(path: Path) -> dict[tuple[str, str, str], dict[str, Any]]:
             continue
         rows[(row["task_id"], row["key"], row["task_sha256"])] = row
     return rows
+
+
+def check_continues(out: Path, sandbox: bool) -> TableMeta | None:
+    """The meta of the recording in `out` (None: a new one), which this one may continue only
+    judging as it did: a table is confined throughout or not at all."""
+    meta = _read_meta(out / META)
+    if meta is not None and meta.sandbox != sandbox:
+        was, now = ("--sandbox", NO_SANDBOX_FLAG) if meta.sandbox else (NO_SANDBOX_FLAG, "--sandbox")
+        raise UserError(f"{out} was recorded with {was}: continue it with {was}, or record with {now} in another --out")
+    return meta
 
 
 def _read_meta(path: Path) -> TableMeta | None:

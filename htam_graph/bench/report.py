@@ -30,6 +30,7 @@ from htam_graph.bench.plan import BenchManifest, Layout, streams
 from htam_graph.bench.results import Results, collect, write_tables
 from htam_graph.errors import UserError
 from htam_graph.files import atomic_write
+from htam_graph.runner.sandbox import NO_SANDBOX_FLAG
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,7 @@ class Outcome(BaseModel):
     bench: str
     llm: str
     evaluator: str
+    sandbox: bool
     runs: int
     methods: list[dict[str, Any]]
 
@@ -79,6 +81,7 @@ def report_bench(layout: Layout) -> Outcome:
         bench=manifest.tag,
         llm=config.llm,
         evaluator=config.evaluator,
+        sandbox=config.sandbox,
         runs=len(results.runs),
         methods=rows,
     )
@@ -296,6 +299,7 @@ def _markdown(
         ["LLM", f"`{config.llm}`"],
         ["evaluator", f"**{evaluator}**: " + "; ".join(devices)],
         ["torch.compile reference", _compile_reference(config.evaluator, config.compile_reference, runs)],
+        ["sandbox", sandbox_text(config.evaluator, config.sandbox)],
         ["memory", f"one per method and seed, {memory}"],
         ["scoring (docs/method.md)", ", ".join(f"{k} = {_param(v)}" for k, v in config.scoring.model_dump().items())],
         ["runs", f"{len(runs)} of {planned} finished ({runs['steps_done'].sum()} steps)"],
@@ -461,6 +465,15 @@ def _finished_tasks(common: pd.DataFrame, tasks: int, per_task: int) -> str:
     note = "The table above is over each method's own finished runs; this one compares the methods on the same tasks."
     table = pipe_table(["method", "correct", "fast_1", "geomean", "vs torch.compile"], rows)
     return f"{title}\n\n{note}\n\n{table}"
+
+
+def sandbox_text(evaluator: str, on: bool) -> str:
+    """How the bench's generated code ran: confined (--sandbox) or not (docs/threat-model.md)."""
+    if evaluator == "replay":
+        return f"{'on' if on else 'off'} (none needed: the replay evaluator runs no generated code)"
+    if on:
+        return "on: generated code and its builds ran confined (runner/sandbox.py, docs/threat-model.md)"
+    return f"**off** ({NO_SANDBOX_FLAG}): generated code ran unconfined, with this user's privileges"
 
 
 def _compile_reference(evaluator: str, asked: bool, runs: pd.DataFrame) -> str:

@@ -23,7 +23,7 @@ from htam_graph.errors import UserError
 from htam_graph.files import atomic_file, atomic_write
 from htam_graph.llm.settings import LLMSettings
 from htam_graph.loop.clients import make_client
-from htam_graph.loop.evaluators import CandidateEvaluator, HoldsNothing, make_evaluator
+from htam_graph.loop.evaluators import CandidateEvaluator, HoldsNothing, make_evaluator, sandbox_of
 from htam_graph.loop.optimizer import load_steps
 from htam_graph.loop.runs import open_run
 from htam_graph.loop.setup import RunSetup
@@ -95,7 +95,8 @@ def memory_digest(digests: list[str]) -> str:
 
 def run_worker(job: BenchJob, name: str, next_stream: Callable[[], Stream | None], emit: Emit) -> None:
     """Run streams until `next_stream` has none left, with one evaluator for all of them."""
-    config = EvalConfig(compile_reference=job.manifest.config.compile_reference)
+    bench = job.manifest.config
+    config = EvalConfig(compile_reference=bench.compile_reference, sandbox=bench.sandbox)
     with make_evaluator(job.evaluator, config, job.replay) as evaluator:
         # a replay serves its recorded results already, and draws each run's timings anew
         reuse = job.reuse and job.evaluator != "replay"
@@ -115,6 +116,7 @@ class Judgements(HoldsNothing):
     def __init__(self, inner: CandidateEvaluator, folder: Path, config: EvalConfig) -> None:
         self.inner, self.folder = inner, folder
         self.label, self.device, self.target = inner.label, inner.device, inner.target
+        self.sandbox = sandbox_of(inner)
         self._settings = hashlib.sha256(config.model_dump_json().encode()).hexdigest()
 
     def _path(self, task: Task, source: str) -> Path:

@@ -19,7 +19,16 @@ from htam_graph.bench.plan import BenchConfig, Layout, MemorySource, TaskEntry, 
 from htam_graph.bench.run import run_bench
 from htam_graph.bench.suite import resolve_suite
 from htam_graph.bench.worker import BenchJob, memory_digest, read_snapshot
-from htam_graph.cli.common import best_text, llm_options, numbers, print_json, print_table, settings
+from htam_graph.cli.common import (
+    best_text,
+    llm_options,
+    numbers,
+    print_json,
+    print_table,
+    require_sandbox,
+    sandbox_option,
+    settings,
+)
 from htam_graph.cli.optimize import MEMORY_METHODS, settings_with
 from htam_graph.errors import UserError
 from htam_graph.loop.clients import make_client
@@ -114,6 +123,7 @@ EVALUATORS = ["auto", "gpu", "stand-in", "replay"]
     show_default=True,
     help="Also time torch.compile of each reference (GPU evaluator).",
 )
+@sandbox_option
 @click.option(
     "--rejudge",
     is_flag=True,
@@ -150,6 +160,7 @@ def bench(
     evaluator: str,
     replay_path: Path | None,
     compile_reference: bool,
+    sandbox: bool,
     rejudge: bool,
     max_cost: float | None,
     note: str | None,
@@ -166,6 +177,7 @@ def bench(
             raise UserError("--report-only reports the bench in --out: give no SUITE")
         _summarize(console, _report(Layout(out)), as_json)
         return
+    require_sandbox(sandbox)
     cfg = settings_with(settings(), None, backend, model, base_url, family)
     chosen = _methods(methods)
     kind = "gpu" if evaluator == "auto" else evaluator
@@ -198,6 +210,7 @@ def bench(
             compile_reference=compile_reference,
             max_cost=max_cost,
             memory_from=None,
+            sandbox=sandbox,
         )
         if start is not None:
             config = config.model_copy(update={"memory_from": _memory_source(start, config)})
@@ -220,7 +233,7 @@ def bench(
             console.print(
                 f"[bold]bench {manifest.tag}[/] in {escape(str(out))}: {len(tasks)} tasks x {len(phase_methods)} "
                 f"methods x {seeds} seeds = {len(grid)} runs ({done} done); llm {escape(llm)}; evaluator {kind}; "
-                f"{len(slots)} worker{'s' * (len(slots) > 1)}",
+                f"sandbox {'on' if sandbox else 'off'}; {len(slots)} worker{'s' * (len(slots) > 1)}",
                 highlight=False,
             )
             with BenchProgress(console, len(grid), done) as progress:
@@ -277,7 +290,8 @@ def _train_test(
     result = mv.compare(_runs(fresh), _runs(trained))
     header: dict[str, Any] = {"train": str(train_list), "test": str(test_list), "steps": steps,
                               "seeds": len(result["log_geomeans"][memory[0].value]), "llm": fresh.llm,
-                              "evaluator": fresh.evaluator}  # fmt: skip
+                              "evaluator": fresh.evaluator,
+                              "sandbox": "on" if fresh.sandbox else "off"}  # fmt: skip
     if table is not None:
         header["table"] = str(table)
         header["ceiling"] = mv.ceiling(table, [t.id for t in test], steps)

@@ -13,8 +13,9 @@ from rich.console import Console
 
 from htam_graph.bench.suite import resolve_suite
 from htam_graph.catalog.space import MAX_STATES
-from htam_graph.cli.common import numbers, print_json, print_table
+from htam_graph.cli.common import numbers, print_json, print_table, require_sandbox, sandbox_option
 from htam_graph.runner.jobs import EvalConfig
+from htam_graph.runner.sandbox import NO_SANDBOX_FLAG
 
 
 @click.group()
@@ -78,6 +79,7 @@ def space_cmd(suite: tuple[str, ...], levels: str | None, pattern: str | None, m
     help="stand-in: no GPU, synthetic times (to try the recorder; such a table says so in every row).",
 )
 @click.option("--compile-reference/--no-compile-reference", default=True, show_default=True)
+@sandbox_option
 @click.option("--json", "as_json", is_flag=True, help="Print the table's meta as JSON.")
 def record_cmd(
     suite: tuple[str, ...],
@@ -88,24 +90,27 @@ def record_cmd(
     trials: int,
     evaluator: str,
     compile_reference: bool,
+    sandbox: bool,
     as_json: bool,
 ) -> None:
     """Judge every kernel of each task's space once and write the table under --out. A killed
     recording continues where it stopped when run again with the same --out."""
-    from htam_graph.bench.record import record
+    from htam_graph.bench.record import check_continues, record
     from htam_graph.loop.evaluators import make_evaluator
 
+    require_sandbox(sandbox)
+    check_continues(out, sandbox)
     tasks = resolve_suite(list(suite), numbers("--level", levels), pattern)
     console = Console(stderr=True)
     command = "htam catalog record " + " ".join(shlex.quote(a) for a in sys.argv[3:])
-    config = EvalConfig(trials=trials, compile_reference=compile_reference)
+    config = EvalConfig(trials=trials, compile_reference=compile_reference, sandbox=sandbox)
     with make_evaluator(evaluator, config) as judge:
 
         def progress(task_id: str, done: int, total: int) -> None:
             if done == total or done % 10 == 0:
                 console.print(f"{task_id}: {done}/{total} kernels recorded")
 
-        meta = record(tasks, out, judge, command, _commit(), max_states, progress)
+        meta = record(tasks, out, judge, command, _commit(), max_states, progress, sandbox=sandbox)
     if as_json:
         print_json(meta.model_dump(mode="json"))
         return
@@ -115,9 +120,10 @@ def record_cmd(
         for t in meta.tasks
     ]  # fmt: skip
     print_table(f"table {out}", list(rows[0]), [list(r.values()) for r in rows])
+    confined = "on" if meta.sandbox else f"off ({NO_SANDBOX_FLAG}: generated code ran unconfined)"
     click.echo(
         f"{sum(t.recorded for t in meta.tasks)} kernels recorded in {meta.judge_seconds / 60:.1f} judge-minutes "
-        f"on {meta.device}: {out / 'table.parquet'}"
+        f"on {meta.device}, sandbox {confined}: {out / 'table.parquet'}"
     )
 
 

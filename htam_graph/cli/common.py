@@ -73,6 +73,29 @@ def llm_options(script_help: str) -> Callable[[F], F]:
     return apply
 
 
+def sandbox_option(command: F) -> F:
+    """--sandbox/--no-sandbox, on every command that judges generated code (htam eval, optimize,
+    bench, catalog record); the default is runner/sandbox.py's ON_BY_DEFAULT, alone."""
+    from htam_graph.runner.sandbox import ON_BY_DEFAULT
+
+    return click.option(
+        "--sandbox/--no-sandbox",
+        default=ON_BY_DEFAULT,
+        show_default=True,
+        help="Confine generated code and its builds (Landlock, seccomp, no privileges; docs/threat-model.md). Off "
+        "by default until confined CUDA is verified on the GPU; what is judged unconfined says so.",
+    )(command)
+
+
+def require_sandbox(asked: bool) -> None:
+    """With --sandbox, before anything is written: a machine that cannot confine is one line
+    naming the missing feature and --no-sandbox (a UserError, exit code 2)."""
+    if asked:
+        from htam_graph.runner import sandbox
+
+        sandbox.require()
+
+
 class _LevelFormatter(logging.Formatter):
     """`warning: <message>`: retries, restarts and fallbacks read like the CLI's errors."""
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from htam_graph.cli.common import require_sandbox, sandbox_option
 from htam_graph.errors import UserError
 from htam_graph.runner.jobs import EvalConfig
 from htam_graph.runner.models import Verdict
@@ -42,13 +43,7 @@ _DEFAULTS = EvalConfig()
     help="seconds for a KernelBench-format (load_inline) candidate",
 )
 @click.option("--compile-reference", is_flag=True, help="also time torch.compile of the reference")
-@click.option(
-    "--sandbox/--no-sandbox",
-    default=False,
-    show_default=True,
-    help="Confine generated code and its builds (Landlock, seccomp, no privileges; docs/threat-model.md). Off by "
-    "default: on the H200 CUDA does not yet start in a confined process; unconfined runs say so.",
-)
+@sandbox_option
 @click.option(
     "--no-run", is_flag=True, help="no GPU needed: only the static cheat checks and the nvcc build (verdict 'checked')"
 )
@@ -74,6 +69,7 @@ def eval_cmd(
     from htam_graph.runner.formats import candidate_problem
     from htam_graph.tasks import resolve_task
 
+    require_sandbox(sandbox)
     resolved = resolve_task(task)
     if problem := candidate_problem(candidate.read_text(encoding="utf-8", errors="replace")):
         raise UserError(f"{candidate}: {problem}")

@@ -10,7 +10,15 @@ from rich.console import Console
 from rich.markup import escape
 
 from htam_graph.catalog import DEMO_REPLAY
-from htam_graph.cli.common import best_text, llm_options, print_json, print_table, settings
+from htam_graph.cli.common import (
+    best_text,
+    llm_options,
+    print_json,
+    print_table,
+    require_sandbox,
+    sandbox_option,
+    settings,
+)
 from htam_graph.config import Settings
 from htam_graph.errors import UserError
 from htam_graph.llm.base import LLMError
@@ -68,13 +76,7 @@ DEFAULT_OUT = Path("htam-runs")
     type=click.Path(dir_okay=False, path_type=Path),
     help="The replay file of --evaluator replay (default: the demo's, recorded on an H200).",
 )
-@click.option(
-    "--sandbox/--no-sandbox",
-    default=False,
-    show_default=True,
-    help="Confine generated code and its builds (Landlock, seccomp, no privileges; docs/threat-model.md). Off by "
-    "default: on the H200 CUDA does not yet start in a confined process; unconfined runs say so.",
-)
+@sandbox_option
 @click.option(
     "--store",
     "store_kind",
@@ -131,6 +133,7 @@ def optimize(
     kernel as best.py and the responses for exact replay."""
     from htam_graph.tasks import resolve_task
 
+    require_sandbox(sandbox)
     cfg = settings_with(settings(), store_kind, backend, model, base_url, family)
     if run_id is not None and resume_id is not None:
         raise UserError("--run-id names a new run and --resume continues one: give one of them")

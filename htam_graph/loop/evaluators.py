@@ -20,7 +20,8 @@ from pydantic import BaseModel, Field, ValidationError
 
 from htam_graph.errors import UserError
 from htam_graph.files import atomic_write
-from htam_graph.runner.build import DEFAULT_ARCH, find_nvcc, gpu_arch
+from htam_graph.runner import sandbox
+from htam_graph.runner.build import DEFAULT_ARCH, BuildSettings, gpu_arch
 from htam_graph.runner.evaluate import Evaluator, Progress, precheck
 from htam_graph.runner.hardware import build_facts, nvcc_of, unmeasured
 from htam_graph.runner.jobs import EvalConfig
@@ -51,6 +52,7 @@ class GpuEvaluator:
 
     def __init__(self, config: EvalConfig | None = None) -> None:
         self._evaluator = Evaluator(config or EvalConfig(), workers=1)
+        self.sandbox = self._evaluator.config.sandbox
         self.device = self.target = "GPU"
         self.hardware: HardwareFacts | None = None
 
@@ -108,18 +110,22 @@ class StandInEvaluator(HoldsNothing):
     and the nvcc build are the runner's own; a candidate that passes both is called `ok`
     with a synthetic time derived from its content hash (eager 1.0 ms, candidate 0.5-2.0
     ms), so the loop, the memory and resumption can be exercised end to end. Every result
-    says so in its `device`."""
+    says so in its `device`. Its nvcc builds run confined when `config.sandbox` says so."""
 
     label = "stand-in"
     device = STAND_IN_DEVICE
 
-    def __init__(self) -> None:
-        find_nvcc()  # its builds are real: a machine without nvcc is told so before a run starts
+    def __init__(self, config: EvalConfig | None = None) -> None:
+        self.sandbox = (config or EvalConfig()).sandbox
+        if self.sandbox:
+            sandbox.require()
+        # its builds are real: a machine without nvcc is told so (find_nvcc) before a run starts
+        self._build = BuildSettings.resolve().model_copy(update={"sandbox": self.sandbox})
         self.target = f"an NVIDIA GPU of architecture {gpu_arch()}"
-        self.hardware = unmeasured(STAND_IN_DEVICE, gpu_arch(), nvcc_of(None))
+        self.hardware = unmeasured(STAND_IN_DEVICE, gpu_arch(), nvcc_of(self._build))
 
     def evaluate(self, task: Task, source: str) -> EvalResult:
-        result = precheck(task, source)
+        result = precheck(task, source, self._build)
         if result.verdict != Verdict.CHECKED:
             return result.model_copy(update={"device": STAND_IN_DEVICE})
         fraction = int(hashlib.sha256(source.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
@@ -141,6 +147,7 @@ class StandInEvaluator(HoldsNothing):
         return EvalResult(
             task_id=task.id, task_sha256=task.sha256, candidate_sha256=_sha(REFERENCE_ONLY),
             candidate_format="native", verdict=Verdict.CHECKED, reference_eager=_timing(1.0), device=STAND_IN_DEVICE,
+            sandboxed=self.sandbox,
         )  # fmt: skip
 
 
@@ -244,7 +251,7 @@ class RecordingEvaluator:
 
     def __init__(self, path: Path, command: str, inner: CandidateEvaluator) -> None:
         self.path, self.command, self._inner = path, command, inner
-        self.label = inner.label
+        self.label, self.sandbox = inner.label, sandbox_of(inner)
         self.device, self.target = inner.device, inner.target
         self.hardware = hardware_of(inner)
         self.results: dict[str, EvalResult] = {}
@@ -297,6 +304,13 @@ def hardware_of(evaluator: object) -> HardwareFacts:
     return unmeasured(device, arch_of(device), None)
 
 
+def sandbox_of(evaluator: object) -> bool | None:
+    """Whether the evaluator runs generated code confined (--sandbox); None: it runs none
+    (a replay serves results judged elsewhere, each saying how: EvalResult.sandboxed)."""
+    confined = getattr(evaluator, "sandbox", None)
+    return confined if isinstance(confined, bool) else None
+
+
 def arch_of(device: str) -> str:
     """sm_XY named in a device string ("NVIDIA H200 (sm_90)"), else the build's default."""
     match = re.search(r"\bsm_\d+a?\b", device)
@@ -313,7 +327,7 @@ def make_evaluator(kind: str, config: EvalConfig | None = None, replay: Path | N
     """`gpu`, `stand-in` or `replay` (of the file `replay`: a table `htam catalog record` wrote,
     *.parquet, or a recording of runs); the CLI validates the name."""
     if kind == "stand-in":
-        return StandInEvaluator()
+        return StandInEvaluator(config)
     if kind == "replay":
         if replay is None:
             raise UserError("--evaluator replay needs a replay file (--replay FILE)")

@@ -128,6 +128,11 @@ class RunManifest(BaseModel):
     evaluator: str = Field(description="gpu, stand-in or replay")
     device: str = Field(description="what judged the candidates, as every output shows it")
     target: str = Field(description="the GPU the kernels are written for, as the prompts name it")
+    sandbox: bool | None = Field(
+        None,
+        description="True: generated code and its builds ran confined (--sandbox); False: unconfined, with the "
+        "user's privileges (--no-sandbox); None: none ran here (a replay) or the run predates the field",
+    )
     htam_version: str
 
 

@@ -56,6 +56,7 @@ def create_run(
     device: str,
     target: str,
     run_id: str | None = None,
+    sandbox: bool | None = None,
 ) -> tuple[RunManifest, Path]:
     """A new run folder with its manifest (`run_id`: a name of the user's, else a fresh one)."""
     run_id = run_id or new_run_id(task.id, method, seed)
@@ -70,6 +71,7 @@ def create_run(
         evaluator=evaluator,
         device=device,
         target=target,
+        sandbox=sandbox,
         htam_version=__version__,
     )
     folder = out / run.id

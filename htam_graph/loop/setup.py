@@ -16,7 +16,7 @@ from pathlib import Path
 
 from htam_graph.config import ScoringParams
 from htam_graph.llm.base import LLMClient
-from htam_graph.loop.evaluators import CandidateEvaluator, for_run
+from htam_graph.loop.evaluators import CandidateEvaluator, for_run, sandbox_of
 from htam_graph.loop.optimizer import Optimizer
 from htam_graph.loop.records import RunManifest, RunSummary, StepRecord
 from htam_graph.loop.runs import create_run
@@ -62,6 +62,7 @@ class RunSetup:
             device=self.judge.device,
             target=self.judge.target,
             run_id=run_id,
+            sandbox=sandbox_of(self.judge),
         )
 
     def optimizer(

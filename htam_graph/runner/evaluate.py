@@ -51,7 +51,7 @@ class Evaluator:
             sandbox.require()  # asked for, so no generated code runs unconfined
         visible = visible_gpu_count()  # fails early and clearly on a machine without a GPU
         if not self.config.sandbox:
-            logger.warning("unconfined (no --sandbox): generated code runs with this user's privileges")
+            logger.warning("unconfined (%s): %s", sandbox.NO_SANDBOX_FLAG, sandbox.UNCONFINED)
         self.worker_count = workers or visible
         self.build = (build or BuildSettings.resolve()).model_copy(update={"sandbox": self.config.sandbox})
         self._referees: list[Referee] = []

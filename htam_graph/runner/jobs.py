@@ -7,6 +7,7 @@ from pydantic import BaseModel, Field
 
 from htam_graph.runner.build import BuildSettings
 from htam_graph.runner.models import EvalResult, HardwareFacts
+from htam_graph.runner.sandbox import ON_BY_DEFAULT
 from htam_graph.tasks import Task
 from htam_graph.vocab import CandidateFormat
 
@@ -32,10 +33,11 @@ class EvalConfig(BaseModel):
     poison_blocks: int = Field(4, ge=1, description="poisoned blocks per expected output before each call")
     static_checks: bool = Field(True, description="False only to exercise the run-time checks alone")
     sandbox: bool = Field(
-        False,
-        description="confine builds and candidate processes (runner/sandbox.py; --sandbox). Off by default until "
-        "it runs CUDA: on the H200 a confined process's CUDA init fails (error 304, docs/threat-model.md); "
-        "unconfined, generated code runs with the judge's privileges, and results say so",
+        ON_BY_DEFAULT,
+        description="confine builds and candidate processes (runner/sandbox.py; --sandbox). Off by default "
+        "(sandbox.ON_BY_DEFAULT) until the fix for CUDA in a confined process (error 304 on the H200) is verified "
+        "on the GPU (docs/threat-model.md); unconfined, generated code runs with the judge's privileges, and "
+        "results say so",
     )
     compile_reference: bool = Field(False, description="also time torch.compile of the reference")
     reference_only: bool = Field(

@@ -191,6 +191,7 @@ def test_the_report_says_where_its_numbers_come_from(finished):
         "by_family = true, deadband = 0.03 |" in report
     )
     assert f"anthropic:{MODEL}" in report and "not timed: the stand-in evaluator does not time it" in report
+    assert "| sandbox | **off** (--no-sandbox): generated code ran unconfined, with this user's privileges |" in report
     for method in METHODS:
         assert f"| **{method}** |" in report
     assert (

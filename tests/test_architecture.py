@@ -147,3 +147,31 @@ def test_no_class_or_module_over_the_size_limits():
     assert modules <= MODULES_OVER, f"modules over {MAX_MODULE_LINES} lines: {sorted(modules - MODULES_OVER)}"
     fixed = (CLASSES_OVER - classes) | (MODULES_OVER - modules)
     assert not fixed, f"now within the limits: take them off the allow-lists: {sorted(fixed)}"
+
+
+# The backends, by class and by name: only the factory that builds one from the settings
+# (loop/clients.py) and the run setup's record of which one ran may name them.
+BACKEND_CLASSES = {"AnthropicClient", "OpenAIClient", "ScriptClient", "CatalogClient", "ApiClient"}
+BACKEND_NAMES = {"anthropic", "openai", "script", "catalog"}
+MAY_NAME_BACKENDS = {"loop/clients.py"}
+
+
+def test_the_loop_names_no_backend():
+    """The loop talks to every generator through LLMClient's declared capabilities
+    (htam_graph/llm/base.py), never by asking which backend it is (issue 32, item 1)."""
+    found = []
+    for path in sorted((PACKAGE / "loop").glob("*.py")):
+        rel = path.relative_to(PACKAGE).as_posix()
+        if rel in MAY_NAME_BACKENDS:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Name | ast.alias)
+                and (node.id if isinstance(node, ast.Name) else node.name) in BACKEND_CLASSES
+            ):
+                found.append(f"{rel}:{node.lineno if isinstance(node, ast.Name) else ''} names a backend class")
+            elif isinstance(node, ast.Compare):
+                texts = [c.value for c in ast.walk(node) if isinstance(c, ast.Constant) and isinstance(c.value, str)]
+                if any(t in BACKEND_NAMES for t in texts):
+                    found.append(f"{rel}:{node.lineno} compares with a backend's name")
+    assert not found, found

@@ -52,6 +52,7 @@ SHRINK = 2.0  # pseudo-observations a strategy's mean reward is shrunk toward 0 
 
 class CatalogClient(LLMClient):
     name: ClassVar[str] = "catalog"
+    fits_task_itself: ClassVar[bool] = True  # it names only what it can apply to this task
 
     def __init__(self, model: str | None = None) -> None:
         self.model = model or CATALOG_MODEL

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from abc import abstractmethod
 from collections.abc import Callable
-from typing import TypeVar
+from typing import ClassVar, TypeVar
 
 from htam_graph.errors import UserError
 from htam_graph.llm.base import LLMClient, LLMUnavailable, RequestRejected, Usage
@@ -36,6 +36,8 @@ class MalformedResponse(Exception):
 
 class ApiClient(LLMClient):
     """An LLM behind an HTTP API reached through its official SDK."""
+
+    writes_reflections: ClassVar[bool] = True
 
     def __init__(self, settings: LLMSettings, model: str) -> None:
         self.settings = settings

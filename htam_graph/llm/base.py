@@ -153,12 +153,33 @@ class RequestRejected(LLMError):
     the model does not support); sending it again would fail again."""
 
 
+class RecordedChoice(BaseModel):
+    """What a recorded step chose (None where its method chooses nothing): a backend that
+    replays a run names it, so the replay follows the run whatever the memory."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    global_id: str | None = None
+    local_id: str | None = None
+
+
 class LLMClient(ABC):
-    """A backend. `check()` runs before any work so that a bad key, model or endpoint is one
-    clear UserError up front, not a failure in the middle of a run."""
+    """A backend (a generator of kernels): Anthropic, an OpenAI-compatible endpoint, a
+    recorded script, the strategy catalog. The loop talks to every one through this
+    interface alone and never asks which one it is: what differs is declared here, as
+    capabilities with defaults that fit a language model (docs/ARCHITECTURE.md).
+
+    `check()` runs before any work so that a bad key, model or endpoint is one clear
+    UserError up front, not a failure in the middle of a run."""
 
     name: ClassVar[str]
     model: str
+    # Capabilities declared by the class:
+    # - fits_task_itself: the directions and strategies it names are already those that fit
+    #   the task (the catalog), so the loop does not filter its offers by the task's family;
+    # - writes_reflections: it writes the reflection notes later steps read (a language model).
+    fits_task_itself: ClassVar[bool] = False
+    writes_reflections: ClassVar[bool] = False
 
     @abstractmethod
     def check(self) -> None:
@@ -188,6 +209,24 @@ class LLMClient(ABC):
         """A correct, straightforward kernel a run starts from (judged once before its first
         step, not a step), or None: the run starts from the PyTorch reference."""
         return None
+
+    def answers(self, template: str) -> bool:
+        """Whether it answers calls of `template` at all (a script answers the calls it
+        recorded; the loop leaves the others to the memory)."""
+        return True
+
+    def reflects(self) -> bool:
+        """Whether the loop should ask it for a reflection note after a step now."""
+        return self.writes_reflections
+
+    def recorded_choice(self, step_index: int) -> RecordedChoice | None:
+        """The direction and strategy a replayed run took at step `step_index` (from 0), or
+        None: the method chooses."""
+        return None
+
+    def resume(self, calls: dict[str, int]) -> None:  # noqa: B027 - a hook with a default: most backends keep no position
+        """A resumed run's finished steps made `calls` calls per template: a backend that
+        replays answers in order continues after them."""
 
     def close(self) -> None:  # noqa: B027 - a hook with a default: only HTTP backends hold connections
         """Release connections; the default has none."""

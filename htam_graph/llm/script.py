@@ -43,7 +43,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 
 from htam_graph.errors import UserError
 from htam_graph.files import atomic_write
-from htam_graph.llm.base import Completion, LLMClient, Prompt, T, parse_answer, validate_answer
+from htam_graph.llm.base import Completion, LLMClient, Prompt, RecordedChoice, T, parse_answer, validate_answer
 from htam_graph.yamlfile import load_yaml
 
 logger = logging.getLogger(__name__)
@@ -70,13 +70,7 @@ class ScriptEntry(BaseModel):
         return self
 
 
-class ScriptStep(BaseModel):
-    """What a recorded step chose (None where its method chooses nothing)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    global_id: str | None = None
-    local_id: str | None = None
+ScriptStep = RecordedChoice  # what a recorded step chose, in the script file
 
 
 class Script(BaseModel):
@@ -129,24 +123,28 @@ class ScriptClient(LLMClient):
         """The recorded run's start kernel, when it had one."""
         return self._start
 
-    def recorded_step(self, index: int) -> ScriptStep | None:
-        """What step `index` (from 0) of the recorded run chose; None when not recorded."""
-        return self._steps[index] if index < len(self._steps) else None
+    def recorded_choice(self, step_index: int) -> RecordedChoice | None:
+        """What step `step_index` (from 0) of the recorded run chose; None when not recorded."""
+        return self._steps[step_index] if step_index < len(self._steps) else None
 
-    def has(self, template: str) -> bool:
+    def answers(self, template: str) -> bool:
         """Whether the script answers calls of `template` at all."""
         return template in self._queues
+
+    def reflects(self) -> bool:
+        """A script writes reflections only when it recorded some still to replay."""
+        return self.remaining("reflect") > 0
 
     def remaining(self, template: str) -> int:
         """Responses for `template` not replayed yet."""
         with self._lock:
             return len(self._queues.get(template, [])) - self._used.get(template, 0)
 
-    def skip(self, used: dict[str, int]) -> None:
+    def resume(self, calls: dict[str, int]) -> None:
         """Mark responses as replayed already: a resumed run continues after the calls its
-        finished steps made (`used`: calls per template)."""
+        finished steps made (`calls`: calls per template)."""
         with self._lock:
-            for template, count in used.items():
+            for template, count in calls.items():
                 if count > len(self._queues.get(template, [])):
                     raise UserError(
                         f"script {self.path} has {len(self._queues.get(template, []))} responses for "

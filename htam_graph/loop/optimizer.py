@@ -23,8 +23,8 @@ from pydantic import BaseModel, Field, create_model
 
 from htam_graph.config import ScoringParams
 from htam_graph.errors import UserError
-from htam_graph.llm.base import InvalidAnswer, LLMClient, Prompt, Usage
-from htam_graph.llm.script import Script, ScriptClient, ScriptEntry, ScriptStep
+from htam_graph.llm.base import InvalidAnswer, LLMClient, Prompt, RecordedChoice, Usage
+from htam_graph.llm.script import Script, ScriptEntry
 from htam_graph.loop.evaluators import CandidateEvaluator, hardware_of, reference_of
 from htam_graph.loop.extract import extract_candidate
 from htam_graph.loop.records import (
@@ -196,8 +196,8 @@ class Optimizer:
         self.reference = self._reference()
         for done in self.steps:  # a step persisted just before a kill may not have reached the memory
             self.store.record_step(done.update)
-        if self.steps and isinstance(self.client, ScriptClient):
-            self.client.skip(_calls_per_template(self.steps))
+        if self.steps:
+            self.client.resume(_calls_per_template(self.steps))
         stopped = "done"
         for index in range(len(self.steps), self.planned):
             if self.max_cost is not None and (self.usage().cost_usd or 0.0) >= self.max_cost:
@@ -428,7 +428,7 @@ class Optimizer:
     def _direction(self, state: StepState) -> Direction:
         """The method's choice; a replayed run (a script that recorded its path) takes the
         recorded one, so the replay follows the run whatever the memory or the run id."""
-        recorded = self.client.recorded_step(state.step_index) if isinstance(self.client, ScriptClient) else None
+        recorded = self.client.recorded_choice(state.step_index)
         direction = self._choose_direction(state, recorded)
         if recorded is None or recorded.global_id is None:
             return direction
@@ -444,7 +444,7 @@ class Optimizer:
             direction.local = views[recorded.local_id]
         return direction
 
-    def _choose_direction(self, state: StepState, recorded: ScriptStep | None) -> Direction:
+    def _choose_direction(self, state: StepState, recorded: RecordedChoice | None) -> Direction:
         if self.method in SCORED:
             prefix = [] if self.method == Method.HTAM_NO_PREFIX else self._prefix()
             scores = self.store.score(prefix, self.params, self.condition_on)
@@ -522,7 +522,7 @@ class Optimizer:
     def _fits_task(self) -> bool:
         """Whether the offers are filtered by the task: for language models and their
         replays (the catalog names what it can act on itself, and has done so already)."""
-        return self.client.name != "catalog"
+        return not self.client.fits_task_itself
 
     def _fitting(self, locals_: list[LocalView]) -> list[LocalView]:
         """The strategies that apply to the task's operator family (all, when none does)."""
@@ -556,8 +556,8 @@ class Optimizer:
         if not locals_:
             raise ValueError("a global without locals: seed the memory (htam memory seed)")
         by_record = max(locals_, key=lambda v: v.shrunk_mean_reward(self.params.alpha))
-        if isinstance(self.client, ScriptClient) and not self.client.has("select_local"):
-            return by_record, True  # a script that records no strategy choices leaves them to the memory
+        if not self.client.answers("select_local"):
+            return by_record, True  # a backend (a script) that makes no strategy choices leaves them to the memory
         by_id = {loc.id: loc for loc in locals_}
         prompt = self._prompt(
             "select_local", False, state=state, glob=direction.glob, transitions=direction.transitions, locals=locals_
@@ -677,13 +677,11 @@ class Optimizer:
         return note
 
     def _writes_notes(self) -> bool:
-        """LLM backends write reflections; a script only when it recorded some. Vanilla's one
+        """Backends that write reflections (a language model; a script that recorded some). Vanilla's one
         step has no later step to read its note: the template writes it."""
         if self.method == Method.VANILLA:
             return False
-        if isinstance(self.client, ScriptClient):
-            return self.client.remaining("reflect") > 0
-        return self.client.name in ("anthropic", "openai")
+        return self.client.reflects()
 
     def _prompt(self, name: str, with_contract: bool = True, **values: Any) -> Prompt:
         """prompts/<name>.j2 as the call's question, after the run's prefix (the system text,
@@ -716,7 +714,7 @@ class Optimizer:
             for step in steps
             for call in step.calls
         ]
-        path = [ScriptStep(global_id=step.global_id, local_id=step.local_id) for step in steps]
+        path = [RecordedChoice(global_id=step.global_id, local_id=step.local_id) for step in steps]
         start = self.start.source if self.start is not None else None
         Script(responses=entries, start=start, steps=path).write(self.folder / "responses.yaml")
 

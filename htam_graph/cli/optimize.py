@@ -66,7 +66,9 @@ DEFAULT_OUT = Path("htam-runs")
     "--replay",
     "replay_path",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="The replay file of --evaluator replay (default: the demo's, recorded on an H200).",
+    help="The replay file of --evaluator replay: a table `htam catalog record` wrote (table.parquet), which "
+    "serves every kernel of --llm catalog's default catalog-space-v1; default: the demo's recording (an H200), "
+    "which holds only `htam demo`'s runs (--model catalog-v1, reward_from = best).",
 )
 @click.option(
     "--sandbox/--no-sandbox",

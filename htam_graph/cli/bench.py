@@ -99,7 +99,7 @@ EVALUATORS = ["auto", "gpu", "stand-in", "replay"]
     default="auto",
     show_default=True,
     help="gpu: judge on the GPUs; stand-in: no GPU, synthetic verdicts and times (the report says so); replay: "
-    "the results of a table `htam catalog record` wrote (--replay FILE, with --llm catalog --model "
+    "the results of a table `htam catalog record` wrote (--replay FILE, with --llm catalog in its default "
     "catalog-space-v1), no GPU; auto: gpu.",
 )
 @click.option(
@@ -237,7 +237,10 @@ def bench(
         return _report(layout)
 
     if train_list is not None and test_list is not None:
-        _train_test(console, train_list, test_list, suite, memory_from, chosen, out, replay_path, steps, phase)
+        _train_test(
+            console, train_list, test_list, suite, memory_from, chosen, out, replay_path, steps, phase,
+            cfg.scoring.reward_from,
+        )  # fmt: skip
         return
     outcome = phase(out, list(suite), chosen, memory_from)
     _summarize(console, outcome, as_json)
@@ -254,6 +257,7 @@ def _train_test(
     table: Path | None,
     steps: int,
     phase: Callable[[Path, list[str], list[Method], Path | None], Outcome],
+    reward_from: str,
 ) -> None:
     """The three phases of a train/test comparison and its report (htam_graph/bench/memory_value.py)."""
     if suite:
@@ -277,7 +281,7 @@ def _train_test(
     result = mv.compare(_runs(fresh), _runs(trained))
     header: dict[str, Any] = {"train": str(train_list), "test": str(test_list), "steps": steps,
                               "seeds": len(result["log_geomeans"][memory[0].value]), "llm": fresh.llm,
-                              "evaluator": fresh.evaluator}  # fmt: skip
+                              "reward_from": reward_from, "evaluator": fresh.evaluator}  # fmt: skip
     if table is not None:
         header["table"] = str(table)
         header["ceiling"] = mv.ceiling(table, [t.id for t in test], steps)

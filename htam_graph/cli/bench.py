@@ -219,7 +219,8 @@ def bench(
             done = sum(layout.run_done(spec) for spec in grid)
             console.print(
                 f"[bold]bench {manifest.tag}[/] in {escape(str(out))}: {len(tasks)} tasks x {len(phase_methods)} "
-                f"methods x {seeds} seeds = {len(grid)} runs ({done} done); llm {escape(llm)}; evaluator {kind}; "
+                f"methods x {seeds} seeds = {len(grid)} runs ({done} done); llm {escape(llm)}; reward from "
+                f"{config.scoring.reward_from}; evaluator {kind}; "
                 f"{len(slots)} worker{'s' * (len(slots) > 1)}",
                 highlight=False,
             )

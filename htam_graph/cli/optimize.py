@@ -158,7 +158,8 @@ def optimize(
             manifest = manifest_folder[0]
             console.print(
                 f"[bold]{escape(manifest.run.id)}[/]  {escape(resolved.id)}  method {chosen.value}  "
-                f"llm {escape(manifest.llm)}  memory {escape(store.describe())}",
+                f"llm {escape(manifest.llm)}  reward from {manifest.run.config.scoring.reward_from}  "
+                f"memory {escape(store.describe())}",
                 highlight=False,
             )
             if judge.label != "gpu":

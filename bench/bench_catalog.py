@@ -12,6 +12,12 @@ torch.compile per method, per operator family (with the families the catalog sup
 together) and per task. The bench saves every finished run: run the same command again to
 continue one that was cut short. `--evaluator stand-in` tries it without a GPU (synthetic
 times; never a result to quote).
+
+The catalog's defaults are the honest ones: every run starts from the task's base kernel
+(catalog-space-v1) and a step is rewarded against the kernel it modified (reward_from =
+parent). The published GPU tables of docs/results.md used the tuned start; to run that again:
+
+    HTAM_SCORING__REWARD_FROM=best python bench/bench_catalog.py --model catalog-v1
 """
 
 from __future__ import annotations

@@ -49,11 +49,11 @@ class ScoringParams(BaseModel):
     beta: float = Field(0.5, ge=0.0, description="weight of the global node's own utility")
     tau: float = Field(0.5, gt=0.0, description="softmax temperature of the policy")
     reward_from: Literal["best", "fastest", "parent"] = Field(
-        "best",
-        description="what a step's speedup is rewarded against: best, the run's best speedup (the reference's 1.0 "
-        "until a kernel beats it; HTAM's reward); fastest, while no kernel beats the reference, the run's fastest "
-        "correct kernel, so progress below eager is rewarded too; parent, the kernel the step modified, signed, "
-        "0 within the dead-band",
+        "parent",
+        description="what a step's speedup is rewarded against: parent (the default), the kernel the step modified, "
+        "signed, 0 within the dead-band; best, the run's best speedup (the reference's 1.0 until a kernel beats it; "
+        "HTAM's original reward, that of the published tuned-start tables); fastest, while no kernel beats the "
+        "reference, the run's fastest correct kernel, so progress below eager is rewarded too",
     )
     by_family: bool = Field(
         True,

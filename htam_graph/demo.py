@@ -6,6 +6,12 @@ recorded for exactly these runs (htam_graph/catalog/replay/), and a fresh embedd
 deterministic: run ids are fixed, the policy's draws are seeded, so a replayed demo takes
 the recorded path step for step. `--record FILE` runs the same demo on a GPU with the real
 judge and writes the replay file.
+
+The demo is pinned to the settings its recording was made with: the catalog's tuned start
+(catalog-v1, each run's first kernel is the family's hand-tuned one) and the reward against the
+run's best (reward_from = best), whatever the defaults or the environment say. Runs under the
+defaults (the task's base kernel as the start, the reward against the step's parent) would
+judge kernels the recording does not hold.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from htam_graph.catalog.client import CatalogClient
+from htam_graph.catalog.client import CATALOG_MODEL, CatalogClient
 from htam_graph.config import Settings
 from htam_graph.errors import UserError
 from htam_graph.loop.evaluators import CandidateEvaluator, RecordingEvaluator, make_evaluator
@@ -43,6 +49,10 @@ DEFAULT_TASKS = (
     "level1/15_CrossEntropyLoss",
     "level2/3_Gemm_Bias_ReLU",
 )
+# The settings the shipped recording (catalog/replay/demo-h200.json.gz) was made with; every
+# demo uses them, so its replay takes the recorded path and `--record` writes a file it replays.
+DEMO_MODEL = CATALOG_MODEL
+DEMO_REWARD_FROM = "best"
 MEMORY_FILE = "memory.sqlite"
 RUNS = "runs"
 
@@ -85,8 +95,9 @@ def run_demo(
     runs = options.out / RUNS
     if runs.exists():
         shutil.rmtree(runs)  # the demo's own run folders: a demo starts from nothing
-    client = CatalogClient()
+    client = CatalogClient(DEMO_MODEL)
     client.check()
+    scoring = settings.scoring.model_copy(update={"reward_from": DEMO_REWARD_FROM})
     with _demo_store(options, settings) as store:
         store.seed(load_seed_bank())
         summaries = []
@@ -100,7 +111,7 @@ def run_demo(
                         method,
                         options.seed,
                         steps=options.steps,
-                        scoring=settings.scoring,
+                        scoring=scoring,
                         run_id=run_id(task, method, options.seed),
                     )
                     summaries.append(setup.optimizer(task, run, observe=_step_view(task, observe)).run())

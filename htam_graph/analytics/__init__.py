@@ -113,9 +113,12 @@ def runs(store: MemoryStore, min_count: int = 1) -> pd.DataFrame:
 
     Columns: run_id, task_id, method, seed, started_at, steps, ok (correct candidates),
     successes, success_rate, ci_low, ci_high, mean_reward (per step), best_speedup (the fastest
-    correct candidate's, over eager PyTorch; NaN when none was correct), correct (some candidate was)."""
+    correct candidate's, over eager PyTorch; NaN when none was correct), correct (some candidate was),
+    llm (backend:model, "unrecorded" for runs stored before it was kept; with the catalog it names
+    the start: catalog-space-v1 the task's base kernel, catalog-v1 the family's tuned first kernel),
+    reward_from (scoring.reward_from: what a step's reward was measured against)."""
     columns = ["run_id", "task_id", "method", "seed", "started_at", "steps", "ok", "successes", *RATES]
-    return _runs(store, min_count)[[*columns, "best_speedup", "correct"]]
+    return _runs(store, min_count)[[*columns, "best_speedup", "correct", "llm", "reward_from"]]
 
 
 def _runs(store: MemoryStore, min_count: int) -> pd.DataFrame:
@@ -127,7 +130,8 @@ def _runs(store: MemoryStore, min_count: int) -> pd.DataFrame:
 def trajectory(store: MemoryStore, run_id: str) -> pd.DataFrame:
     """One run's steps in order: index, global_id, local_id (empty where the method chose
     none), verdict, speedup (ok steps), reward, best_before, best_after, base_before (the
-    reward's base where it was not best_before: scoring.reward_from = fastest), created_at."""
+    reward's base where it was not best_before: the step's parent under the default
+    scoring.reward_from = parent, the fastest kernel under fastest), created_at."""
     df = _source(store).trajectory(run_id)
     if df is None:
         raise UserError(f"no run {run_id!r} in the memory at {store.describe()}; `htam stats runs` lists them")

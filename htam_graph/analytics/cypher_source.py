@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from htam_graph.analytics import frames
+from htam_graph.memory.models import RunConfig
 from htam_graph.memory.queries import checked
 
 if TYPE_CHECKING:  # the driver is optional where only the embedded store is used
@@ -50,7 +51,10 @@ class CypherSource:
         return frames.frame(self._rows("locals", global_id=global_id, min_count=min_count), frames.LOCALS)
 
     def runs(self, min_count: int) -> pd.DataFrame:
-        return frames.frame(self._rows("runs", min_count=min_count), frames.RUNS)
+        rows = self._rows("runs", min_count=min_count)
+        for row in rows:
+            row.update(frames.run_setup(RunConfig.model_validate_json(row.pop("config"))))
+        return frames.frame(rows, frames.RUNS)
 
     def trajectory(self, run_id: str) -> pd.DataFrame | None:
         rows = self._rows("trajectory", run_id=run_id)

@@ -8,6 +8,7 @@ from typing import Any
 
 import pandas as pd
 
+from htam_graph.memory.models import RunConfig
 from htam_graph.memory.outcome import COUNTER_NAMES
 
 Schema = Mapping[str, str]
@@ -70,6 +71,8 @@ RUNS: Schema = {
     "successes": "int64",
     "reward_sum": "float64",
     "best_speedup": "float64",
+    "llm": "str",
+    "reward_from": "str",
 }
 TRAJECTORY: Schema = {
     "index": "int64",
@@ -89,6 +92,13 @@ HISTORY: Schema = {
     "index": "int64",
     "reward": "float64",
 }
+
+
+def run_setup(config: RunConfig) -> dict[str, str]:
+    """What a run started from and was rewarded against, as the runs table shows them: its
+    llm (backend:model; with the catalog, catalog-space-v1 starts from the task's base kernel,
+    catalog-v1 from the family's tuned first kernel) and scoring.reward_from."""
+    return {"llm": config.llm or "unrecorded", "reward_from": config.scoring.reward_from}
 
 
 def frame(rows: Iterable[Mapping[str, Any]], schema: Schema) -> pd.DataFrame:

@@ -117,6 +117,7 @@ class RecordSource:
                 "successes": sum(s.reward > 0 for s in own),
                 "reward_sum": sum(s.reward for s in own),
                 "best_speedup": best.speedup if (best := best_step(own)) is not None else None,
+                **frames.run_setup(run.config),
             }
             for run in self.store.get_runs()
             if len(own := steps[run.id]) >= min_count

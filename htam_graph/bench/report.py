@@ -411,17 +411,20 @@ def _markdown(
         parts.append(pipe_table(["method", "steps drawn", "P(drawn)", "entropy / max", "score spread"], draw_rows))
     if unseen is not None and len(unseen):
         parts.append("## Progress the reward does not see")
+        why = {
+            "best": "A step's reward is the gain in the run's best speedup, which starts at the reference's 1.0 "
+            '(reward_from = best; docs/method.md, "Reward and counters"): while no kernel beats eager, a step that '
+            "makes the run's fastest correct kernel faster earns 0, as one that changes nothing does.",
+            "fastest": "This bench ran with reward_from = fastest, which measures a step's gain against the run's "
+            "fastest correct kernel while no kernel beats eager, so the last two columns are 0 by construction.",
+            "parent": "This bench ran with reward_from = parent: a step's reward is its signed gain over the kernel it "
+            "modified, 0 within the dead-band of "
+            f"{config.scoring.deadband:g} in log2 (docs/method.md); a step counted in the last two columns was "
+            "faster than the fastest kernel so far, yet within the dead-band of its parent.",
+        }[config.scoring.reward_from]
         parts.append(
-            "A step's reward is the gain in the run's best speedup, which starts at the reference's 1.0 "
-            '(docs/method.md, "Reward and counters"): while no kernel beats eager, a step that makes the run\'s '
-            "fastest correct kernel faster earns 0, as one that changes nothing does. Per method: the ok steps, those "
-            "rewarded, and those that made the fastest kernel so far over 2% (over 1.5x) faster with reward 0."
-            + (
-                " This bench ran with reward_from = fastest, which measures such a step's gain against the run's "
-                "fastest correct kernel instead, so its last two columns are 0 by construction."
-                if config.scoring.reward_from == "fastest"
-                else ""
-            )
+            why + " Per method: the ok steps, those rewarded, and those that made the fastest kernel so far over 2% "
+            "(over 1.5x) faster with reward 0."
         )
         unseen_rows = [
             [u["method"], f"{u['steps_ok']:.0f}", f"{u['rewarded']:.0f}", f"{u['unrewarded_progress']:.0f}",

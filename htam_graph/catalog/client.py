@@ -40,12 +40,16 @@ from htam_graph.vocab import Verdict
 
 log = logging.getLogger(__name__)
 
+# The tuned start: each run's first step is the family's hand-tuned first kernel, which does
+# most of the work at step 1; the catalog's order ranks the strategies. Named explicitly
+# (`--model catalog-v1`); its name is also the one every rendered kernel's header carries.
 CATALOG_MODEL = "catalog-v1"
 # The catalog's kernel space (catalog/space.py): runs start from the task's base kernel and
 # offer the strategies of its space, whose every kernel a table can hold; the catalog's order
 # ranks nothing (ties are drawn by the run), so a method's choices are its own.
 SPACE_MODEL = "catalog-space-v1"
 MODELS = (CATALOG_MODEL, SPACE_MODEL)
+DEFAULT_MODEL = SPACE_MODEL  # `--llm catalog` without --model: the honest start (docs/method.md)
 _RECORD = re.compile(r"^# catalog: (\{.*\})$", re.MULTILINE)
 SHRINK = 2.0  # pseudo-observations a strategy's mean reward is shrunk toward 0 by (as the loop's fallback)
 
@@ -55,7 +59,7 @@ class CatalogClient(LLMClient):
     fits_task_itself: ClassVar[bool] = True  # it names only what it can apply to this task
 
     def __init__(self, model: str | None = None) -> None:
-        self.model = model or CATALOG_MODEL
+        self.model = model or DEFAULT_MODEL
         self.spaced = self.model == SPACE_MODEL
         self._rendered: dict[tuple[str, str], str] = {}
         self._first: dict[str, tuple[Knobs, list[str]]] = {}
@@ -64,7 +68,8 @@ class CatalogClient(LLMClient):
         if self.model not in MODELS:
             raise UserError(
                 f"the strategy catalog is {' or '.join(MODELS)}; --model {self.model} is not one "
-                f"(leave --model out for {CATALOG_MODEL})"
+                f"(leave --model out for {DEFAULT_MODEL}, the task's base kernel as the start; {CATALOG_MODEL} "
+                "starts from the family's tuned first kernel)"
             )
 
     def complete(self, prompt: Prompt, max_tokens: int | None = None) -> Completion:

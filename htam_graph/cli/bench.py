@@ -108,7 +108,7 @@ EVALUATORS = ["auto", "gpu", "stand-in", "replay"]
     default="auto",
     show_default=True,
     help="gpu: judge on the GPUs; stand-in: no GPU, synthetic verdicts and times (the report says so); replay: "
-    "the results of a table `htam catalog record` wrote (--replay FILE, with --llm catalog --model "
+    "the results of a table `htam catalog record` wrote (--replay FILE, with --llm catalog in its default "
     "catalog-space-v1), no GPU; auto: gpu.",
 )
 @click.option(
@@ -232,8 +232,9 @@ def bench(
             done = sum(layout.run_done(spec) for spec in grid)
             console.print(
                 f"[bold]bench {manifest.tag}[/] in {escape(str(out))}: {len(tasks)} tasks x {len(phase_methods)} "
-                f"methods x {seeds} seeds = {len(grid)} runs ({done} done); llm {escape(llm)}; evaluator {kind}; "
-                f"sandbox {'on' if sandbox else 'off'}; {len(slots)} worker{'s' * (len(slots) > 1)}",
+                f"methods x {seeds} seeds = {len(grid)} runs ({done} done); llm {escape(llm)}; reward from "
+                f"{config.scoring.reward_from}; evaluator {kind}; sandbox {'on' if sandbox else 'off'}; "
+                f"{len(slots)} worker{'s' * (len(slots) > 1)}",
                 highlight=False,
             )
             with BenchProgress(console, len(grid), done) as progress:
@@ -250,7 +251,10 @@ def bench(
         return _report(layout)
 
     if train_list is not None and test_list is not None:
-        _train_test(console, train_list, test_list, suite, memory_from, chosen, out, replay_path, steps, phase)
+        _train_test(
+            console, train_list, test_list, suite, memory_from, chosen, out, replay_path, steps, phase,
+            cfg.scoring.reward_from,
+        )  # fmt: skip
         return
     outcome = phase(out, list(suite), chosen, memory_from)
     _summarize(console, outcome, as_json)
@@ -267,6 +271,7 @@ def _train_test(
     table: Path | None,
     steps: int,
     phase: Callable[[Path, list[str], list[Method], Path | None], Outcome],
+    reward_from: str,
 ) -> None:
     """The three phases of a train/test comparison and its report (htam_graph/bench/memory_value.py)."""
     if suite:
@@ -290,7 +295,7 @@ def _train_test(
     result = mv.compare(_runs(fresh), _runs(trained))
     header: dict[str, Any] = {"train": str(train_list), "test": str(test_list), "steps": steps,
                               "seeds": len(result["log_geomeans"][memory[0].value]), "llm": fresh.llm,
-                              "evaluator": fresh.evaluator,
+                              "reward_from": reward_from, "evaluator": fresh.evaluator,
                               "sandbox": "on" if fresh.sandbox else "off"}  # fmt: skip
     if table is not None:
         header["table"] = str(table)

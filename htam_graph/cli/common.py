@@ -45,7 +45,12 @@ def llm_options(script_help: str) -> Callable[[F], F]:
             type=click.Choice(get_args(Backend)),
             help="Who writes the kernels [env HTAM_LLM__BACKEND; default anthropic].",
         ),
-        click.option("--model", help="Model id [env HTAM_LLM__MODEL]."),
+        click.option(
+            "--model",
+            help="Model id [env HTAM_LLM__MODEL]. With --llm catalog: catalog-space-v1 (the default: every run "
+            "starts from the task's base kernel) or catalog-v1 (the tuned start: from the family's hand-tuned "
+            "first kernel, as the published GPU tables).",
+        ),
         click.option(
             "--llm-family",
             "family",

@@ -71,7 +71,13 @@ def demo(
 ) -> None:
     """Run real HTAM loops without an LLM, a GPU or a server: the strategy catalog writes the
     kernels, the results a GPU recorded judge them, and a fresh memory learns which
-    directions pay. Ends with the transitions the memory learned and the best speedups."""
+    directions pay. Ends with the transitions the memory learned and the best speedups.
+
+    The demo keeps the settings its H200 recording was made with, not the defaults of
+    `htam optimize` and `htam bench`: the tuned start (the catalog's model catalog-v1: each run
+    begins at the family's hand-tuned first kernel) and the reward against the run's best
+    (reward_from = best; HTAM_SCORING__REWARD_FROM and HTAM_LLM__MODEL are not read here),
+    also with --record."""
     from htam_graph.demo import DEFAULT_TASKS, DemoOptions, demo_evaluator, run_demo
     from htam_graph.errors import UserError
 

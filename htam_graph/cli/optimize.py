@@ -74,7 +74,9 @@ DEFAULT_OUT = Path("htam-runs")
     "--replay",
     "replay_path",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="The replay file of --evaluator replay (default: the demo's, recorded on an H200).",
+    help="The replay file of --evaluator replay: a table `htam catalog record` wrote (table.parquet), which "
+    "serves every kernel of --llm catalog's default catalog-space-v1; default: the demo's recording (an H200), "
+    "which holds only `htam demo`'s runs (--model catalog-v1, reward_from = best).",
 )
 @sandbox_option
 @click.option(
@@ -159,7 +161,8 @@ def optimize(
             manifest = manifest_folder[0]
             console.print(
                 f"[bold]{escape(manifest.run.id)}[/]  {escape(resolved.id)}  method {chosen.value}  "
-                f"llm {escape(manifest.llm)}  memory {escape(store.describe())}",
+                f"llm {escape(manifest.llm)}  reward from {manifest.run.config.scoring.reward_from}  "
+                f"memory {escape(store.describe())}",
                 highlight=False,
             )
             if judge.label != "gpu":

@@ -49,7 +49,7 @@ RATE = _num("rate", "success_rate", ".2f")
 CI = Column("95% CI", _interval)
 REWARD = _num("reward", "mean_reward", "+.2f")
 GAIN = _num("gain", "mean_gain", ".2f")
-RATES_LEGEND = "rate: share of the steps that raised their run's best speedup; 95% CI: Wilson"
+RATES_LEGEND = "rate: share of the steps rewarded (reward > 0); 95% CI: Wilson"
 
 
 class _Tables(click.Group):
@@ -190,8 +190,11 @@ def runs_cmd(by_method: bool, run_id: str | None, min_count: int, fmt: Format) -
                 _num("succ", "successes", "d"),
                 REWARD,
                 _num("best", "best_speedup", ".2f"),
+                _text("reward_from", "reward from", optional=True),
+                _text("llm", optional=True),
             ]
-            legend = "ok: correct candidates; succ: steps that raised the best speedup; best: x eager"
+            legend = "ok: correct candidates; succ: rewarded steps; best: x eager; reward from: what\n"
+            legend += "a step's reward is measured against; llm: catalog-v1 starts at a tuned kernel"
             _show(store, df, fmt, f"runs with {min_count}+ steps", columns, legend)
 
 

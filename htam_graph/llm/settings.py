@@ -35,7 +35,9 @@ class LLMSettings(BaseModel):
 
     backend: Backend = Field("anthropic", description="anthropic, openai (any OpenAI-compatible endpoint), script")
     model: str | None = Field(
-        None, description=f"model id; default {DEFAULT_ANTHROPIC_MODEL} for anthropic, required for openai"
+        None,
+        description=f"model id; default {DEFAULT_ANTHROPIC_MODEL} for anthropic, required for openai, catalog-space-v1 "
+        "for catalog (runs start from the task's base kernel; catalog-v1: the tuned start)",
     )
     base_url: str | None = Field(
         None,

@@ -690,7 +690,8 @@ class Optimizer:
         call of the step), so each call reads all but its question from the prompt cache.
         `with_contract` is no longer read: every call carries the contract, one prefix per run."""
         user = render(name, **values)
-        system = [render("system", target=self.manifest.target)]
+        reward = {"reward_from": self.params.reward_from, "deadband": self.params.deadband}
+        system = [render("system", target=self.manifest.target, **reward)]
         if self._static is None:
             self._static = [render("native_contract"), render("hardware", hw=hardware_of(self.evaluator))]
             if self.method in WITH_MEMORY:

@@ -62,7 +62,8 @@ def create_run(
     run_id = run_id or new_run_id(task.id, method, seed)
     if (out / run_id).exists():
         raise UserError(f"--run-id {run_id}: {out / run_id} exists already; resume it with --resume {run_id}")
-    run = RunRecord(id=run_id, task_id=task.id, method=method, seed=seed, config=config)
+    # the run record names its writer too: the memory then says which start each run had
+    run = RunRecord(id=run_id, task_id=task.id, method=method, seed=seed, config=config.model_copy(update={"llm": llm}))
     manifest = RunManifest(
         run=run,
         task_path=str(task.path),

@@ -206,6 +206,12 @@ class RunConfig(Record):
 
     steps: int = Field(6, ge=1, le=MAX_COUNT, description="T: optimization steps")
     scoring: ScoringParams = Field(default_factory=ScoringParams)
+    llm: str | None = Field(
+        None,
+        description="backend:model that wrote the candidates, as the run's manifest names it; with --llm catalog it "
+        "says the run's start: catalog-space-v1 the task's base kernel (the default), catalog-v1 the family's tuned "
+        "first kernel. None in runs recorded before it was kept",
+    )
 
     @model_validator(mode="after")
     def _extras_finite(self) -> RunConfig:

@@ -27,6 +27,12 @@ from tests.memory.test_store_conformance import BANK, G, make_step
 ANALYTICS_QUERIES = sorted(f"analytics/{p.stem}" for p in (resource_dir("cypher") / "analytics").glob("*.cypher"))
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 RUNS = [("r-htam", Method.HTAM), ("r-noprefix", Method.HTAM_NO_PREFIX), ("r-feedback", Method.FEEDBACK)]
+# what each run started from and was rewarded against (r-feedback: a run stored before the llm was kept)
+SETUPS = {
+    "r-htam": RunConfig(steps=7, llm="catalog:catalog-space-v1"),
+    "r-noprefix": RunConfig(steps=7, llm="catalog:catalog-v1", scoring=ScoringParams(reward_from="best")),
+    "r-feedback": RunConfig(steps=7),
+}
 
 
 def workload() -> Iterable[StepUpdate]:
@@ -53,7 +59,7 @@ def fill(store: MemoryStore) -> MemoryStore:
     store.seed(BANK)
     for i, (run_id, method) in enumerate(RUNS):
         record = RunRecord(
-            id=run_id, task_id="level1/1_Toy", method=method, config=RunConfig(steps=7), started_at=T0 + timedelta(i)
+            id=run_id, task_id="level1/1_Toy", method=method, config=SETUPS[run_id], started_at=T0 + timedelta(i)
         )
         store.start_run(record, TaskRecord(id="level1/1_Toy"))
     for step in workload():
@@ -118,6 +124,11 @@ def _check_content(t: dict[str, pd.DataFrame]) -> None:
     assert by_k.loc[(G[0], G[1]), "observations"].to_dict() == {1: 1, 2: 1, 4: 1}
     assert t["transitions/3"]["observations"].min() >= 3
     runs = t["runs/0"].set_index("run_id")
+    assert runs[["llm", "reward_from"]].to_dict("index") == {
+        "r-htam": {"llm": "catalog:catalog-space-v1", "reward_from": "parent"},
+        "r-noprefix": {"llm": "catalog:catalog-v1", "reward_from": "best"},
+        "r-feedback": {"llm": "unrecorded", "reward_from": "parent"},
+    }
     assert runs.loc["r-htam", ["steps", "ok", "successes"]].tolist() == [7, 5, 4]
     assert runs.loc["r-noprefix", ["steps", "ok", "successes"]].tolist() == [3, 1, 1]
     assert t["runs/3"]["run_id"].tolist() == ["r-htam", "r-noprefix"]  # oldest first

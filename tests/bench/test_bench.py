@@ -164,22 +164,31 @@ def test_the_report_counts_progress_the_reward_does_not_see(finished):
     assert "## Progress the reward does not see" in report
     first = table.iloc[0]
     assert f"| {first['method']} | {first['steps_ok']} | {first['rewarded']} |" in report
-    assert "reward_from = fastest, which" not in report  # HTAM's reward: the paragraph as it is
+    assert "reward_from = fastest, which" not in report
+    assert "This bench ran with reward_from = parent" in report  # the default reward says what it counts
 
 
-def test_the_report_says_when_the_reward_is_measured_from_the_fastest_kernel(finished, tmp_path):
+@pytest.mark.parametrize(
+    ("reward_from", "says"),
+    [
+        ("fastest", "This bench ran with reward_from = fastest, which measures a step's gain"),
+        ("best", "A step's reward is the gain in the run's best speedup, which starts at the reference's 1.0"),
+    ],
+)
+def test_the_report_says_what_the_reward_is_measured_from(finished, tmp_path, reward_from, says):
     """A bench configured with reward_from = fastest gets a report whose unseen-progress
-    paragraph says its last two columns are 0 by construction."""
+    paragraph says its last two columns are 0 by construction; one with best (the tuned-start
+    tables' reward) says a step below eager earns 0."""
     out, _, _ = finished
     manifest = BenchManifest.read(Layout(out))
     results = collect(Layout(out), manifest, streams(manifest.config))
-    scoring = manifest.config.scoring.model_copy(update={"reward_from": "fastest"})
-    fastest = manifest.model_copy(update={"config": manifest.config.model_copy(update={"scoring": scoring})})
+    scoring = manifest.config.scoring.model_copy(update={"reward_from": reward_from})
+    other = manifest.model_copy(update={"config": manifest.config.model_copy(update={"scoring": scoring})})
     layout = Layout(tmp_path)
-    write_report(layout, fastest, results)
+    write_report(layout, other, results)
     report = layout.report.read_text()
-    assert "reward_from = fastest" in report.split("## Results")[0]  # the scoring line
-    assert "This bench ran with reward_from = fastest, which measures such a step's gain" in report
+    assert f"reward_from = {reward_from}" in report.split("## Results")[0]  # the scoring line
+    assert says in report and "reward_from = parent" not in report
 
 
 def test_the_report_says_where_its_numbers_come_from(finished):
@@ -187,7 +196,7 @@ def test_the_report_says_where_its_numbers_come_from(finished):
     report = (out / "report.md").read_text()
     assert "Synthetic numbers, not a benchmark" in report and "**stand-in**" in report
     assert (
-        "| scoring (docs/method.md) | K = 3, lam = 0.5, alpha = 2, beta = 0.5, tau = 0.5, reward_from = best, "
+        "| scoring (docs/method.md) | K = 3, lam = 0.5, alpha = 2, beta = 0.5, tau = 0.5, reward_from = parent, "
         "by_family = true, deadband = 0.03 |" in report
     )
     assert f"anthropic:{MODEL}" in report and "not timed: the stand-in evaluator does not time it" in report

@@ -28,7 +28,7 @@ def test_the_catalog_benchmark_is_htam_bench_with_the_catalogs_defaults(tmp_path
     assert done.returncode == 0, done.stderr
     runs = pd.read_csv(out / "results" / "runs.csv")
     assert runs["method"].tolist() == ["htam", "feedback", "htam-no-prefix"]
-    assert set(runs["llm"]) == {"catalog:catalog-v1"} and set(runs["family"]) == {"norm"}
+    assert set(runs["llm"]) == {"catalog:catalog-space-v1"} and set(runs["family"]) == {"norm"}  # the base start
     assert (runs["steps_planned"] == 2).all()  # the command's --steps overrides the default 6
     report = (out / "report.md").read_text()
     assert "bench/bench_catalog.py" in report and "## Per operator family" in report

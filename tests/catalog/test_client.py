@@ -38,13 +38,13 @@ OWN = Path(__file__).with_name("tasks")
 
 def run(task: str, method: Method, steps: int, tmp: Path, store: SQLiteStore, run_id: str) -> RunSummary:
     resolved = load_task(OWN / f"{task}.py") if (OWN / f"{task}.py").exists() else resolve_task(task)
-    client, judge = CatalogClient(), StandInEvaluator()
+    client, judge = CatalogClient(CATALOG_MODEL), StandInEvaluator()
     manifest, folder = create_run(
         out=tmp / "runs",
         task=resolved,
         method=method,
         seed=0,
-        config=RunConfig(steps=steps, scoring=ScoringParams()),
+        config=RunConfig(steps=steps, scoring=ScoringParams(reward_from="best")),  # the tuned start, as recorded
         llm="catalog:catalog-v1",
         evaluator=judge.label,
         device=judge.device,
@@ -157,7 +157,7 @@ def test_answers_are_deterministic(tmp_path: Path) -> None:
 def test_while_the_reference_is_best_strategies_build_on_the_fastest_kernel() -> None:
     # A GEMM's register tiles (0.6x eager) are slower than cuBLAS, so the reference stays the
     # best; the next strategy must still apply to them, not to the family's first kernel.
-    client = CatalogClient()
+    client = CatalogClient(CATALOG_MODEL)
     task = resolve_task("level2/4_Gemm_GELU").source
     rec = recognize(task)
     tiled = render_candidate(
@@ -180,7 +180,7 @@ def test_while_the_reference_is_best_strategies_build_on_the_fastest_kernel() ->
 
 
 def test_the_first_step_starts_from_the_familys_first_kernel_until_a_step_fails() -> None:
-    client = CatalogClient()
+    client = CatalogClient(CATALOG_MODEL)
     task = resolve_task("level1/20_Cumsum").source
     state = {
         "task": {"source": task},
@@ -232,7 +232,7 @@ def test_the_first_kernel_follows_the_tasks_shapes(task: str, first: list[str]) 
 
 
 def test_directions_whose_strategies_were_all_tried_on_the_kernel_are_not_offered() -> None:
-    client = CatalogClient()
+    client = CatalogClient(CATALOG_MODEL)
     state = {
         "task": {"source": resolve_task("level1/7_Softmax").source},
         "best": {"step_index": None, "source": None, "speedup": 1.0, "feedback": None},
@@ -251,7 +251,10 @@ def test_directions_whose_strategies_were_all_tried_on_the_kernel_are_not_offere
     assert client.directions(state) == offered
 
 
-def test_the_cli_runs_the_catalog(tmp_path: Path) -> None:
+def test_the_cli_runs_the_catalog_with_the_honest_defaults(tmp_path: Path) -> None:
+    """No --model and no HTAM_SCORING__REWARD_FROM: the run starts from the task's base kernel
+    (catalog-space-v1) and its reward is measured against each step's parent, and both the
+    run's manifest and its record in the memory say so."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("HTAM_")}
     env.update({"HTAM_STORE": "local", "HTAM_LOCAL_PATH": str(tmp_path / "m.sqlite"), "COLUMNS": "200"})
     subprocess.run([sys.executable, "-m", "htam_graph", "memory", "seed"], env=env, check=True, capture_output=True)
@@ -266,7 +269,36 @@ def test_the_cli_runs_the_catalog(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
     assert summary["steps_done"] == 2 and summary["evaluator"] == "stand-in"
-    assert "llm catalog:catalog-v1" in done.stderr
+    assert "llm catalog:catalog-space-v1" in done.stderr
+    manifest = json.loads(next((tmp_path / "runs").glob("*/run.json")).read_text())
+    assert manifest["llm"] == "catalog:catalog-space-v1"
+    assert manifest["run"]["config"]["llm"] == "catalog:catalog-space-v1"
+    assert manifest["run"]["config"]["scoring"]["reward_from"] == "parent"
+    assert (next((tmp_path / "runs").glob("*/start.json"))).is_file()  # the base kernel, judged before step 1
+    with SQLiteStore(tmp_path / "m.sqlite") as store:
+        (record,) = store.get_runs()
+    assert record.config.llm == "catalog:catalog-space-v1" and record.config.scoring.reward_from == "parent"
+
+
+def test_the_tuned_start_and_the_best_reward_stay_named_options(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HTAM_")}
+    env.update({"HTAM_STORE": "local", "HTAM_LOCAL_PATH": str(tmp_path / "m.sqlite"), "COLUMNS": "200"})
+    env["HTAM_SCORING__REWARD_FROM"] = "best"
+    subprocess.run([sys.executable, "-m", "htam_graph", "memory", "seed"], env=env, check=True, capture_output=True)
+    args = ["optimize", "level1/19_ReLU", "--llm", "catalog", "--model", "catalog-v1", "--evaluator", "stand-in"]
+    done = subprocess.run(
+        [sys.executable, "-m", "htam_graph", *args, "--steps", "1", "--out", str(tmp_path / "runs"), "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    manifest = json.loads(next((tmp_path / "runs").glob("*/run.json")).read_text())
+    assert manifest["run"]["config"]["llm"] == "catalog:catalog-v1"
+    assert manifest["run"]["config"]["scoring"]["reward_from"] == "best"
+    first = StepRecord.model_validate_json(next((tmp_path / "runs").glob("*/steps/*.json")).read_text())
+    assert "first kernel for the family" in (first.final.source or "")
 
 
 def test_3xtf32_is_not_offered_on_a_gpu_without_tf32_tensor_cores(monkeypatch: pytest.MonkeyPatch) -> None:

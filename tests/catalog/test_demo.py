@@ -96,3 +96,24 @@ def test_the_shipped_replay(tmp_path: Path) -> None:
     assert result["evaluator"] == "replay" and "replay of" in result["device"]
     assert len(result["runs"]) == 5 and all(r["steps_done"] == 6 for r in result["runs"])
     assert result["transitions"]
+
+
+def test_the_demo_keeps_its_recordings_settings_whatever_the_defaults(tmp_path: Path) -> None:
+    """The shipped recording was made with the tuned start (catalog-v1) and reward_from = best:
+    the demo uses them even where the defaults (catalog-space-v1, parent) or the environment
+    say otherwise, so it neither fails on an unrecorded kernel nor changes its numbers."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HTAM_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "htam_graph", "demo", "--out", str(tmp_path / "demo"), "--json"],
+        cwd=tmp_path,
+        env={**env, "COLUMNS": "200", "HTAM_SCORING__REWARD_FROM": "parent", "HTAM_LLM__MODEL": "catalog-space-v1"},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert [round(r["best_speedup"], 2) for r in result["runs"]] == [4.70, 1.05, 4.18, 1.98, 1.12]  # docs/usage.md
+    for manifest in (tmp_path / "demo" / "runs").glob("*/run.json"):
+        run = json.loads(manifest.read_text())
+        assert run["llm"] == "catalog:catalog-v1" and run["run"]["config"]["scoring"]["reward_from"] == "best"

@@ -54,7 +54,7 @@ def composing(client: CatalogClient, given: dict[str, Any]) -> set[str]:
     ],
 )
 def test_the_directions_are_those_with_a_composing_template(task: str, lacking: set[str]) -> None:
-    client = CatalogClient()
+    client = CatalogClient(CATALOG_MODEL)
     given = state(task)
     offered = client.directions(given)
     assert offered is not None and offered  # something composes with the base kernel
@@ -65,7 +65,7 @@ def test_the_directions_are_those_with_a_composing_template(task: str, lacking: 
 
 
 def test_a_direction_whose_templates_are_all_in_the_best_kernel_is_no_longer_offered() -> None:
-    client = CatalogClient()
+    client = CatalogClient(CATALOG_MODEL)
     base = state("level1/19_ReLU")
     assert "memory_access" in (client.directions(base) or set())
     rec = recognize(base["task"]["source"])
@@ -82,4 +82,4 @@ def test_a_direction_whose_templates_are_all_in_the_best_kernel_is_no_longer_off
 
 
 def test_a_model_the_catalog_has_no_kernels_for_leaves_every_direction_open() -> None:
-    assert CatalogClient().directions(state("unsupported_attention")) is None
+    assert CatalogClient(CATALOG_MODEL).directions(state("unsupported_attention")) is None

@@ -89,3 +89,17 @@ def test_an_empty_or_unused_memory_is_one_line_and_exit_2(tmp_path, monkeypatch,
         store.seed(load_seed_bank())
     code, out, err = stats(empty, "transitions", "--format", "csv", monkeypatch=monkeypatch, capsys=capsys)
     assert (code, out) == (2, "") and "no TRANSITION edges with 1+ observations" in err
+
+
+def test_the_runs_table_says_what_each_run_started_from_and_was_rewarded_against(memory, monkeypatch, capsys):
+    code, table, err = stats(memory, "runs", monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 0, err
+    assert table.splitlines()[2].endswith("reward from")  # the llm gives way first at 80 columns
+    rows = {line.split()[0]: line for line in table.splitlines()[3:6]}
+    assert rows["r-htam"].endswith(" parent") and rows["r-noprefix"].endswith(" best")
+    _, records, _ = stats(memory, "runs", "--format", "json", monkeypatch=monkeypatch, capsys=capsys)
+    assert {r["run_id"]: (r["llm"], r["reward_from"]) for r in json.loads(records)} == {
+        "r-htam": ("catalog:catalog-space-v1", "parent"),
+        "r-noprefix": ("catalog:catalog-v1", "best"),
+        "r-feedback": ("unrecorded", "parent"),
+    }

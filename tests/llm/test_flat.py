@@ -45,5 +45,6 @@ def test_flat_shows_the_similar_steps_with_their_strategy_and_change(tmp_path: P
         assert r["strategy"] == f"{loc.name}: {loc.pattern}"
         assert f"  Strategy: {loc.name}: " in first.user
     assert "Past steps of other runs, most similar first" in first.user
-    assert "- level1/19_ReLU (similarity 1.0): ok, 0.797x, reward +0.00" in first.user
+    # reward_from = parent: 0.797x against its parent, the reference
+    assert "- level1/19_ReLU (similarity 1.0): ok, 0.797x, reward -0.33" in first.user
     assert "```diff\n--- parent\n+++ candidate" in first.user

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from htam_graph.llm.base import Prompt
+from htam_graph.templating import render
 from htam_graph.vocab import Method
 from tests.llm.loop_harness import RecordingWriter, kernel, run_loop
 
@@ -136,3 +137,17 @@ def test_flat_shows_the_retrieved_steps_weighted_with_their_change(tmp_path: Pat
     assert "```diff" in first.user
     assert "## The memory's optimization directions" not in first.static
     golden("flat-step1-generate.txt", first.user)
+
+
+@pytest.mark.parametrize(
+    ("reward_from", "says"),
+    [
+        ("parent", "than the kernel\nit builds on, and a negative one for being slower (a change within 2.1%"),
+        ("best", "a candidate earns a reward only when it is correct and faster than the\nrun's best so far."),
+        ("fastest", "a candidate earns a reward only when it is correct and faster than the\nrun's best so far."),
+    ],
+)
+def test_the_system_text_says_what_the_run_rewards(reward_from: str, says: str) -> None:
+    """The model is told what scoring.reward_from rewards (the default, parent, in the goldens)."""
+    text = render("system", target="an NVIDIA H200 (sm_90)", reward_from=reward_from, deadband=0.03).text
+    assert says in text and "A candidate that does not compile" in text

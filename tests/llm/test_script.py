@@ -131,8 +131,12 @@ def test_the_script_backend_needs_a_file() -> None:
 
 def test_the_catalog_backend_is_the_strategy_catalog() -> None:
     client = make_client(LLMSettings(backend="catalog"))
-    assert (client.name, client.model) == ("catalog", "catalog-v1")
+    # the default is the honest start (the task's base kernel); the tuned start is named
+    assert (client.name, client.model) == ("catalog", "catalog-space-v1")
     client.check()
+    tuned = make_client(LLMSettings(backend="catalog", model="catalog-v1"))
+    assert tuned.model == "catalog-v1"
+    tuned.check()
     expected = r"^the strategy catalog is catalog-v1 or catalog-space-v1; --model gpt-x is not one"
     with pytest.raises(UserError, match=expected):
         make_client(LLMSettings(backend="catalog", model="gpt-x")).check()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from htam_graph.errors import UserError
+from htam_graph.errors import CandidateError
 from htam_graph.runner.jobs import EvalConfig
 from htam_graph.runner.models import Verdict
 
@@ -76,7 +76,7 @@ def eval_cmd(
 
     resolved = resolve_task(task)
     if problem := candidate_problem(candidate.read_text(encoding="utf-8", errors="replace")):
-        raise UserError(f"{candidate}: {problem}")
+        raise CandidateError(f"{candidate}: {problem}", path=candidate)
     build = BuildSettings.resolve(settings()).model_copy(update={"sandbox": sandbox})
     if no_run:
         result = precheck(resolved, candidate, build)

@@ -12,6 +12,7 @@ import click
 import pytest
 
 import htam_graph.cli as cli_module
+from htam_graph.bench.executor import user_failure
 from htam_graph.errors import (
     ERROR_TYPES,
     BackendError,
@@ -24,6 +25,7 @@ from htam_graph.errors import (
     UserError,
     error_type,
 )
+from htam_graph.llm.base import LLMUnavailable
 from htam_graph.memory.store import StepConflict, UnfinishedOperation
 
 EXIT_CODES = {
@@ -76,6 +78,22 @@ def test_with_message_keeps_the_type_and_fields():
     more = e.with_message(f"{e}; run `htam memory reset`")
     assert type(more) is StoreError and more.store == "bolt://h:1" and str(more).endswith("reset`")
     assert str(e) == "lost the connection"
+
+
+@pytest.mark.parametrize(
+    ("error", "name"),
+    [
+        (BackendError("quota"), "BackendError"),
+        (LLMUnavailable("529 after 3 retries"), "BackendError"),
+        (StepConflict("step 's1' was recorded before"), "BadInput"),  # a subclass: its listed parent
+        (UserError("plain"), "UserError"),
+    ],
+)
+def test_a_bench_workers_error_keeps_its_exit_code(error, name):
+    """A worker's error reaches the bench (another process) by name; the bench raises that type."""
+    event = user_failure("worker0", error)
+    assert (event.error, event.message, event.user_error) == (name, str(error), True)
+    assert error_type(event.error).exit_code == (4 if name == "BackendError" else 2)
 
 
 def test_error_type_by_name():

@@ -123,6 +123,14 @@ def _serve(
     return None
 
 
+def user_failure(worker: str, e: UserError | LLMError) -> WorkerFailed:
+    """The event for a worker stopped by a user's error, naming its type for the parent's
+    exit code; an LLMError (the backend kept failing) is a BackendError's."""
+    error = type(e) if isinstance(e, UserError) else BackendError
+    name = next(c.__name__ for c in error.__mro__ if c.__name__ in ERROR_TYPES)
+    return WorkerFailed(worker=worker, message=str(e), user_error=True, error=name)
+
+
 def _worker_main(
     slot: Slot,
     parent: int,
@@ -143,9 +151,7 @@ def _worker_main(
     try:
         run_worker(job, slot.name, todo.get, events.put)
     except (UserError, LLMError) as e:
-        error = type(e) if isinstance(e, UserError) else BackendError  # an LLMError: the backend kept failing
-        name = next(c.__name__ for c in error.__mro__ if c.__name__ in ERROR_TYPES)
-        events.put(WorkerFailed(worker=slot.name, message=str(e), user_error=True, error=name))
+        events.put(user_failure(slot.name, e))
     except Exception as e:
         log.exception("worker %s failed", slot.name)
         events.put(WorkerFailed(worker=slot.name, message=f"{type(e).__name__}: {e}", user_error=False))

@@ -20,7 +20,7 @@ from dotenv import dotenv_values
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from htam_graph.errors import UserError
+from htam_graph.errors import ConfigError
 from htam_graph.llm.settings import LLMSettings
 from htam_graph.vocab import MAX_DISTANCE
 
@@ -107,16 +107,17 @@ def settings_file() -> Path | None:
         info = path.stat()
     except FileNotFoundError:
         if named:
-            raise UserError(f"{ENV_FILE_VAR}={named}: no such file") from None
+            raise ConfigError(f"{ENV_FILE_VAR}={named}: no such file", setting=ENV_FILE_VAR, value=named) from None
         return None
     except OSError as e:
-        raise UserError(f"cannot read the settings file {path}: {e.strerror}") from e
+        raise ConfigError(f"cannot read the settings file {path}: {e.strerror}", path=path) from e
     if not stat.S_ISREG(info.st_mode):
-        raise UserError(f"the settings file {path} is not a file")
+        raise ConfigError(f"the settings file {path} is not a file", path=path)
     if info.st_uid not in (os.getuid(), 0) or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise UserError(
+        raise ConfigError(
             f"the settings file {path} could be changed by other users (it names the Neo4j server that gets"
-            f" your password and the nvcc that runs): make it yours and `chmod go-w {path}`"
+            f" your password and the nvcc that runs): make it yours and `chmod go-w {path}`",
+            path=path,
         )
     return path
 
@@ -129,7 +130,11 @@ def load_settings(**overrides: Any) -> Settings:
     except ValidationError as e:
         err = e.errors()[0]
         name = ENV_PREFIX + "__".join(str(p) for p in err["loc"]).upper()
-        raise UserError(f"{name}: {err['msg']}; fix the flag, the environment or the settings file") from None
+        raise ConfigError(
+            f"{name}: {err['msg']}; fix the flag, the environment or the settings file",
+            setting=name,
+            value=None if "PASSWORD" in name or "KEY" in name else err.get("input"),  # no secrets
+        ) from None
 
 
 class SettingSource(BaseModel):

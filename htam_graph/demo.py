@@ -27,7 +27,7 @@ from pydantic import BaseModel
 
 from htam_graph.catalog.client import CATALOG_MODEL, CatalogClient
 from htam_graph.config import Settings
-from htam_graph.errors import UserError
+from htam_graph.errors import StoreStateError
 from htam_graph.loop.evaluators import CandidateEvaluator, RecordingEvaluator, make_evaluator
 from htam_graph.loop.records import RunSummary, StepRecord
 from htam_graph.loop.setup import RunSetup
@@ -149,10 +149,11 @@ def _demo_store(options: DemoOptions, settings: Settings) -> MemoryStore:
         counts = store.counts()
         if counts.get("runs") or counts.get("steps"):
             store.close()
-            raise UserError(
+            raise StoreStateError(
                 f"the demo replays a recorded path, which needs a memory without runs; {store.describe()} holds "
                 f"{counts.get('runs', 0)} runs: `htam memory reset` it first, or run the demo on its own file "
-                "(without --neo4j)"
+                "(without --neo4j)",
+                store=store.describe(),
             )
         return store
     options.out.mkdir(parents=True, exist_ok=True)

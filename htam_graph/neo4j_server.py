@@ -27,7 +27,7 @@ from neo4j.exceptions import AuthError
 from pydantic import BaseModel
 
 from htam_graph.config import Settings, data_dir
-from htam_graph.errors import UserError
+from htam_graph.errors import ConfigError, StoreError, UserError
 from htam_graph.memory.neo4j_driver import connect, neo4j_uri, server_components
 from htam_graph.resources import resource_dir
 
@@ -103,18 +103,21 @@ def start(
     if current.reachable:
         return ServerInfo(uri=uri, browser=browser, via="existing", pid=current.pid)
     if current.pid is not None:
-        raise UserError(
+        raise StoreError(
             f"a Neo4j launcher (pid {current.pid}) is running but does not answer at {uri};"
-            " wait for it, or run `htam db stop` and start again"
+            " wait for it, or run `htam db stop` and start again",
+            store=uri,
         )
     if use_docker:
         _compose(settings, http_port, "up", "-d")
         _wait_for_bolt(settings, time.monotonic() + wait_s)
         return ServerInfo(uri=uri, browser=browser, via="docker")
     if host not in ("127.0.0.1", "localhost"):
-        raise UserError(
+        raise ConfigError(
             f"without Docker, Neo4j runs on this machine only, but HTAM_NEO4J_URI={uri}:"
-            " set it to bolt://127.0.0.1:<port>"
+            " set it to bolt://127.0.0.1:<port>",
+            setting="HTAM_NEO4J_URI",
+            value=uri,
         )
     process = _spawn_launcher(settings, port, http_port, home)
     _await_launcher(process, settings, home, time.monotonic() + wait_s)
@@ -165,7 +168,7 @@ def build_launcher() -> Path:
         check=False,
     )
     if built.returncode != 0:
-        raise UserError(f"building the Neo4j launcher failed: {_tail(built.stdout + built.stderr)}")
+        raise ConfigError(f"building the Neo4j launcher failed: {_tail(built.stdout + built.stderr)}")
     stamp.write_text(digest)
     return cache
 
@@ -223,11 +226,13 @@ def _await_launcher(process: subprocess.Popen[bytes], settings: Settings, home: 
     while READY_MARK not in _log_path(home).read_text(errors="replace"):
         if process.poll() is not None:
             _pid_path(home).unlink(missing_ok=True)
-            raise UserError(f"Neo4j did not start: {_failure_reason(home)} (log: {_log_path(home)})")
+            raise StoreError(f"Neo4j did not start: {_failure_reason(home)} (log: {_log_path(home)})", store=str(home))
         if time.monotonic() > deadline:
             _terminate(process.pid, timeout_s=30)
             _pid_path(home).unlink(missing_ok=True)
-            raise UserError(f"Neo4j did not start in time: {_failure_reason(home)} (log: {_log_path(home)})")
+            raise StoreError(
+                f"Neo4j did not start in time: {_failure_reason(home)} (log: {_log_path(home)})", store=str(home)
+            )
         time.sleep(0.5)
     try:
         connect(settings).close()
@@ -238,9 +243,10 @@ def _await_launcher(process: subprocess.Popen[bytes], settings: Settings, home: 
         # another, which `db start` never changes. Stop it rather than leave it unusable.
         _terminate(process.pid, timeout_s=30)
         _pid_path(home).unlink(missing_ok=True)
-        raise UserError(
+        raise ConfigError(
             f"the Neo4j server in {home} has a password other than HTAM_NEO4J_PASSWORD, and `htam db start` never"
-            " changes an existing password: set HTAM_NEO4J_PASSWORD to it (the server was stopped again)"
+            " changes an existing password: set HTAM_NEO4J_PASSWORD to it (the server was stopped again)",
+            setting="HTAM_NEO4J_PASSWORD",
         ) from e
 
 
@@ -251,7 +257,7 @@ def _wait_for_bolt(settings: Settings, deadline: float) -> None:
             return
         except UserError as e:
             if isinstance(e.__cause__, AuthError):
-                raise UserError(
+                raise e.with_message(
                     f"{e}; the password of an existing Docker volume is never changed by `htam db start`"
                 ) from e
             if time.monotonic() > deadline:
@@ -346,7 +352,7 @@ def _compose(settings: Settings, http_port: int, *args: str) -> str:
         check=False,
     )
     if done.returncode != 0:
-        raise UserError(f"`docker compose {' '.join(args)}` failed: {_tail(done.stderr)}")
+        raise StoreError(f"`docker compose {' '.join(args)}` failed: {_tail(done.stderr)}")
     return done.stdout
 
 
@@ -355,13 +361,13 @@ def _docker_dir() -> Path:
     try:
         return resource_dir("docker")
     except FileNotFoundError as e:
-        raise UserError(str(e)) from e
+        raise ConfigError(str(e)) from e
 
 
 def _tool(name: str, what: str) -> str:
     path = shutil.which(name)
     if path is None:
-        raise UserError(f"`{name}` not found: install {what}, or Docker, to run Neo4j")
+        raise ConfigError(f"`{name}` not found: install {what}, or Docker, to run Neo4j", value=name)
     return path
 
 

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import TypeAdapter, ValidationError
 
-from htam_graph.errors import UserError
+from htam_graph.errors import BadInput
 
 T = TypeVar("T")
 
@@ -30,9 +30,9 @@ def load_yaml(path: Path, kind: type[T] | TypeAdapter[T], what: str, fix: str, e
     try:
         data: Any = yaml.safe_load(path.read_text())
     except OSError as e:
-        raise UserError(f"{what} {path}: {e.strerror}; {fix}") from None
+        raise BadInput(f"{what} {path}: {e.strerror}; {fix}", path=path) from None
     except (yaml.YAMLError, UnicodeDecodeError) as e:
-        raise UserError(f"{what} {path} is not YAML or JSON: {str(e).splitlines()[0]}; {fix}") from None
+        raise BadInput(f"{what} {path} is not YAML or JSON: {str(e).splitlines()[0]}; {fix}", path=path) from None
     adapter = kind if isinstance(kind, TypeAdapter) else TypeAdapter(kind)
     try:
         return adapter.validate_python(data if data is not None else {})
@@ -40,4 +40,8 @@ def load_yaml(path: Path, kind: type[T] | TypeAdapter[T], what: str, fix: str, e
         err = e.errors()[0]
         more = f"; {e.error_count()} problems in all" if e.error_count() > 1 else ""
         hint = f" ({expected})" if expected else ""
-        raise UserError(f"{what} {path}: {field_path(err['loc'])}: {err['msg']}{hint}{more}; {fix}") from None
+        raise BadInput(
+            f"{what} {path}: {field_path(err['loc'])}: {err['msg']}{hint}{more}; {fix}",
+            value=field_path(err["loc"]),
+            path=path,
+        ) from None

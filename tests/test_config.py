@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from htam_graph.config import Settings, load_settings, setting_sources, settings_file
-from htam_graph.errors import UserError
+from htam_graph.errors import ConfigError
 
 
 @pytest.fixture
@@ -47,15 +47,17 @@ def test_htam_env_file_names_the_settings_file(config_home, tmp_path, monkeypatc
     monkeypatch.setenv("HTAM_ENV_FILE", str(named))
     assert settings_file() == named and load_settings().neo4j_database == "named"
     monkeypatch.setenv("HTAM_ENV_FILE", str(tmp_path / "missing.env"))
-    with pytest.raises(UserError, match="HTAM_ENV_FILE=.*missing.env: no such file"):
+    with pytest.raises(ConfigError, match="HTAM_ENV_FILE=.*missing.env: no such file") as err:
         load_settings()
+    assert (err.value.setting, err.value.value) == ("HTAM_ENV_FILE", str(tmp_path / "missing.env"))
 
 
 def test_a_settings_file_others_can_write_is_refused(config_home):
     config_home.write_text("HTAM_NEO4J_DATABASE=x\n")
     config_home.chmod(0o666)
-    with pytest.raises(UserError, match="could be changed by other users.*chmod go-w"):
+    with pytest.raises(ConfigError, match="could be changed by other users.*chmod go-w") as err:
         load_settings()
+    assert err.value.path == config_home
 
 
 def test_sources_name_flag_environment_file_and_default_and_hide_the_password(config_home, monkeypatch):
@@ -84,5 +86,6 @@ def test_sources_name_flag_environment_file_and_default_and_hide_the_password(co
 )
 def test_bad_value_names_the_variable(config_home, monkeypatch, name, value):
     monkeypatch.setenv(name, value)
-    with pytest.raises(UserError, match=name):
+    with pytest.raises(ConfigError, match=f"^{name}: .*; fix the flag, the environment or the settings file") as err:
         load_settings()
+    assert (err.value.setting, err.value.value) == (name, value)

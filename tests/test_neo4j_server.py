@@ -11,7 +11,7 @@ from neo4j.exceptions import AuthError
 
 from htam_graph import neo4j_server
 from htam_graph.config import Settings
-from htam_graph.errors import UserError
+from htam_graph.errors import ConfigError, StoreError
 from htam_graph.memory.neo4j_driver import connect
 from tests.conftest import free_port, neo4j_settings
 
@@ -43,15 +43,16 @@ def test_start_finds_the_running_server(neo4j_driver, tmp_path) -> None:
 @pytest.mark.neo4j
 def test_wrong_password_is_a_user_error_naming_the_password(neo4j_driver, tmp_path) -> None:
     # One attempt only: Neo4j locks the user for a while after three failed logins.
-    with pytest.raises(UserError, match="rejected the password.*HTAM_NEO4J_PASSWORD") as caught:
+    with pytest.raises(ConfigError, match="rejected the password.*HTAM_NEO4J_PASSWORD") as caught:
         neo4j_server.status(neo4j_settings(neo4j_password="not-the-password"), home=tmp_path)
-    assert isinstance(caught.value.__cause__, AuthError)
+    assert isinstance(caught.value.__cause__, AuthError) and caught.value.setting == "HTAM_NEO4J_PASSWORD"
 
 
 def test_unreachable_port_is_a_user_error_naming_the_uri(tmp_path) -> None:
     uri = f"bolt://127.0.0.1:{free_port()}"
-    with pytest.raises(UserError, match=f"cannot reach Neo4j at {uri}"):
+    with pytest.raises(StoreError, match=f"cannot reach Neo4j at {uri}") as caught:
         connect(Settings(neo4j_uri=uri))
+    assert (caught.value.store, caught.value.exit_code) == (uri, 3)
     current = neo4j_server.status(Settings(neo4j_uri=uri), home=tmp_path)
     assert not current.reachable
     assert current.error is not None and uri in current.error
@@ -60,7 +61,7 @@ def test_unreachable_port_is_a_user_error_naming_the_uri(tmp_path) -> None:
 @pytest.mark.neo4j
 def test_launcher_reports_a_taken_http_port(squatted_port: int, tmp_path: Path) -> None:
     settings = Settings(neo4j_uri=f"bolt://127.0.0.1:{free_port()}")
-    with pytest.raises(UserError, match=f"127.0.0.1:{squatted_port} is already in use"):
+    with pytest.raises(StoreError, match=f"127.0.0.1:{squatted_port} is already in use"):
         neo4j_server.start(settings, wait_s=120, http_port=squatted_port, home=tmp_path)
     assert not (tmp_path / "launcher.pid").exists()
 
@@ -83,7 +84,7 @@ def test_start_never_changes_an_existing_password(tmp_path: Path) -> None:
             store.driver.execute_query("CREATE (:Global {id: 'kept'})", database_=store.database)
         neo4j_server.stop(own, home=home)
         default = own.model_copy(update={"neo4j_password": Settings().neo4j_password})
-        with pytest.raises(UserError, match="has a password other than HTAM_NEO4J_PASSWORD.*never changes"):
+        with pytest.raises(ConfigError, match="has a password other than HTAM_NEO4J_PASSWORD.*never changes"):
             neo4j_server.start(default, wait_s=240, http_port=http_port, home=home)
         assert not (home / "launcher.pid").exists()  # stopped again
         neo4j_server.start(own, wait_s=240, http_port=http_port, home=home)
@@ -106,6 +107,7 @@ def test_compose_publishes_on_loopback_only() -> None:
 def test_a_bolt_uri_with_credentials_is_refused_without_echoing_them() -> None:
     from htam_graph.memory.neo4j_driver import neo4j_uri
 
-    with pytest.raises(UserError) as caught:
+    with pytest.raises(ConfigError) as caught:
         neo4j_uri(Settings(neo4j_uri="neo4j://admin:top-secret@db.example:7687"))
     assert "top-secret" not in str(caught.value) and "HTAM_NEO4J_PASSWORD" in str(caught.value)
+    assert (caught.value.setting, caught.value.value) == ("HTAM_NEO4J_URI", "neo4j://db.example:7687")

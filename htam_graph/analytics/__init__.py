@@ -23,7 +23,7 @@ from htam_graph.analytics.frames import FAILURES
 from htam_graph.analytics.rates import Z95, wilson_interval, with_rates
 from htam_graph.analytics.record_source import RecordSource
 from htam_graph.config import ScoringParams
-from htam_graph.errors import UserError
+from htam_graph.errors import BadInput
 from htam_graph.memory.store import MemoryStore
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ def _source(store: MemoryStore) -> CypherSource | RecordSource:
 
 def _check_min_count(min_count: int) -> None:
     if min_count < 0:
-        raise UserError(f"min_count must be 0 or more, got {min_count}")
+        raise BadInput(f"min_count must be 0 or more, got {min_count}", option="--min-count", value=min_count)
 
 
 def transitions(store: MemoryStore, min_count: int = 1) -> pd.DataFrame:
@@ -134,7 +134,11 @@ def trajectory(store: MemoryStore, run_id: str) -> pd.DataFrame:
     scoring.reward_from = parent, the fastest kernel under fastest), created_at."""
     df = _source(store).trajectory(run_id)
     if df is None:
-        raise UserError(f"no run {run_id!r} in the memory at {store.describe()}; `htam stats runs` lists them")
+        raise BadInput(
+            f"no run {run_id!r} in the memory at {store.describe()}; `htam stats runs` lists them",
+            option="--run",
+            value=run_id,
+        )
     return _sorted(df, ["index"])
 
 
@@ -168,7 +172,7 @@ def history(store: MemoryStore, global_id: str) -> pd.DataFrame:
     running totals after it (attempts, successes, success_rate, ci_low, ci_high,
     mean_reward). Columns also: created_at, run_id, index, reward, success."""
     if global_id not in {g.id for g in store.get_globals()}:
-        raise UserError(f"no global {global_id!r} in the memory at {store.describe()}")
+        raise BadInput(f"no global {global_id!r} in the memory at {store.describe()}", value=global_id)
     raw = _sorted(_source(store).history(global_id), ["created_at", "run_id", "index"])
     success = raw["reward"] > 0
     running = raw.assign(

@@ -48,7 +48,10 @@ class WorkerFailed(BaseModel):
     kind: Literal["worker_failed"] = "worker_failed"
     worker: str
     message: str
-    user_error: bool = Field(description="the user can fix it (a key, a quota, a script): one line, exit 2")
+    user_error: bool = Field(description="the user can fix it (a key, a quota, a script): one line, exit 2-4")
+    error: str | None = Field(
+        default=None, description="the user error's type (htam_graph/errors.py: BadInput, BackendError, ...)"
+    )
 
 
 Event = RunStarted | StepFinished | RunFinished | WorkerFailed

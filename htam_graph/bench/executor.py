@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict
 from htam_graph.bench.events import Event, WorkerFailed
 from htam_graph.bench.plan import Stream
 from htam_graph.bench.worker import BenchJob, run_worker
-from htam_graph.errors import UserError
+from htam_graph.errors import ERROR_TYPES, BackendError, UserError
 from htam_graph.llm.base import LLMError
 from htam_graph.runner.proc import die_with_parent
 
@@ -47,11 +47,12 @@ class Slot(BaseModel):
 
 class BenchFailed(Exception):
     """A worker stopped on an error; `user_error` when the user can fix it (a key, a
-    quota, a script)."""
+    quota, a script), `error` its type's name (htam_graph/errors.py)."""
 
-    def __init__(self, message: str, user_error: bool) -> None:
+    def __init__(self, message: str, user_error: bool, error: str | None = None) -> None:
         super().__init__(message)
         self.user_error = user_error
+        self.error = error
 
 
 class Executor(Protocol):
@@ -94,7 +95,7 @@ class ProcessExecutor:
                     worker.kill()
                 worker.join()
         if failure is not None:
-            raise BenchFailed(failure.message, failure.user_error)
+            raise BenchFailed(failure.message, failure.user_error, failure.error)
 
 
 def _serve(
@@ -122,6 +123,14 @@ def _serve(
     return None
 
 
+def user_failure(worker: str, e: UserError | LLMError) -> WorkerFailed:
+    """The event for a worker stopped by a user's error, naming its type for the parent's
+    exit code; an LLMError (the backend kept failing) is a BackendError's."""
+    error = type(e) if isinstance(e, UserError) else BackendError
+    name = next(c.__name__ for c in error.__mro__ if c.__name__ in ERROR_TYPES)
+    return WorkerFailed(worker=worker, message=str(e), user_error=True, error=name)
+
+
 def _worker_main(
     slot: Slot,
     parent: int,
@@ -142,7 +151,7 @@ def _worker_main(
     try:
         run_worker(job, slot.name, todo.get, events.put)
     except (UserError, LLMError) as e:
-        events.put(WorkerFailed(worker=slot.name, message=str(e), user_error=True))
+        events.put(user_failure(slot.name, e))
     except Exception as e:
         log.exception("worker %s failed", slot.name)
         events.put(WorkerFailed(worker=slot.name, message=f"{type(e).__name__}: {e}", user_error=False))

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from htam_graph import __version__
 from htam_graph.config import ScoringParams
-from htam_graph.errors import UserError
+from htam_graph.errors import BadInput
 from htam_graph.files import atomic_write
 from htam_graph.loop.runs import MANIFEST, new_run_id
 from htam_graph.memory.models import utcnow
@@ -102,7 +102,11 @@ class BenchManifest(BaseModel):
     @classmethod
     def read(cls, layout: Layout) -> BenchManifest:
         if not layout.manifest.is_file():
-            raise UserError(f"{layout.out} holds no bench ({layout.manifest.name} is missing); give the bench's --out")
+            raise BadInput(
+                f"{layout.out} holds no bench ({layout.manifest.name} is missing); give the bench's --out",
+                option="--out",
+                path=layout.out,
+            )
         return cls.model_validate_json(layout.manifest.read_text())
 
 
@@ -184,9 +188,11 @@ def open_manifest(layout: Layout, config: BenchConfig, note: str | None) -> Benc
     if layout.manifest.is_file():
         manifest = BenchManifest.read(layout)
         if manifest.config != config:
-            raise UserError(
+            raise BadInput(
                 f"{layout.out} holds another bench: {_difference(manifest.config, config)}; "
-                "give the same settings to continue it, or another --out"
+                "give the same settings to continue it, or another --out",
+                option="--out",
+                path=layout.out,
             )
         if note is None or note == manifest.note:
             return manifest
@@ -225,14 +231,16 @@ def _show(value: object) -> str:
 def exclusive(lock: Path, what: str, wait: bool) -> Iterator[None]:
     """Hold `lock` (a file) exclusively: a second bench on the same folder, or a worker of
     an earlier bench still finishing a stream, must not run the same runs. `wait`: block
-    until it is free (with a log line), else a UserError when it is held."""
+    until it is free (with a log line), else a BadInput when it is held."""
     lock.parent.mkdir(parents=True, exist_ok=True)
     held = FileLock(lock, mode=0o644, thread_local=False)
     try:
         held.acquire(blocking=False)
     except Timeout:
         if not wait:
-            raise UserError(f"{what} is in use by another htam bench ({lock} is locked); wait for it") from None
+            raise BadInput(
+                f"{what} is in use by another htam bench ({lock} is locked); wait for it", path=lock
+            ) from None
         log.info("waiting for %s, held by an earlier worker", what)
         held.acquire()
     try:

@@ -27,7 +27,7 @@ from pydantic import BaseModel, Field
 from htam_graph.catalog.families import recognize
 from htam_graph.catalog.ir import Unsupported
 from htam_graph.catalog.space import MAX_STATES, SPACE_VERSION, Space, build_space
-from htam_graph.errors import UserError
+from htam_graph.errors import BadInput
 from htam_graph.files import atomic_file, atomic_write
 from htam_graph.loop.evaluators import CandidateEvaluator, GpuEvaluator
 from htam_graph.loop.table import COLUMNS, row_of
@@ -220,7 +220,11 @@ def check_continues(out: Path, sandbox: bool) -> TableMeta | None:
     meta = _read_meta(out / META)
     if meta is not None and meta.sandbox != sandbox:
         was, now = ("--sandbox", NO_SANDBOX_FLAG) if meta.sandbox else (NO_SANDBOX_FLAG, "--sandbox")
-        raise UserError(f"{out} was recorded with {was}: continue it with {was}, or record with {now} in another --out")
+        raise BadInput(
+            f"{out} was recorded with {was}: continue it with {was}, or record with {now} in another --out",
+            option=now,
+            path=out,
+        )
     return meta
 
 

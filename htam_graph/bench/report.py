@@ -28,7 +28,7 @@ from htam_graph.bench.metrics import (
 )
 from htam_graph.bench.plan import BenchManifest, Layout, streams
 from htam_graph.bench.results import Results, collect, write_tables
-from htam_graph.errors import UserError
+from htam_graph.errors import BadInput
 from htam_graph.files import atomic_write
 from htam_graph.runner.sandbox import NO_SANDBOX_FLAG
 
@@ -70,7 +70,7 @@ def report_bench(layout: Layout) -> Outcome:
     manifest = BenchManifest.read(layout)
     results = collect(layout, manifest, streams(manifest.config))
     if results.runs.empty:
-        raise UserError(f"{layout.out}: no run has finished yet; nothing to report")
+        raise BadInput(f"{layout.out}: no run has finished yet; nothing to report", option="--out", path=layout.out)
     tables = write_tables(layout, results)
     methods = write_report(layout, manifest, results)
     rows = [{str(k): _none_for_nan(v) for k, v in row.items()} for row in methods.to_dict(orient="records")]

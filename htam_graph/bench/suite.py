@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from htam_graph.errors import UserError
+from htam_graph.errors import BadInput, TaskError
 from htam_graph.tasks import Task, builtin_suite_dir, load_task, load_tasks, matches, resolve_task
 
 BUILTIN = "builtin"
@@ -20,7 +20,9 @@ def resolve_suite(sources: list[str], levels: list[int] | None = None, pattern: 
     `htam tasks list --filter`). A listed file's id is its path from the list's folder, as
     in a checkout ("level1/19_ReLU"). Two tasks with one id, or no task at all, is an error."""
     if not sources:
-        raise UserError("give a SUITE: builtin, a KernelBench folder, task files, or a list of task files")
+        raise BadInput(
+            "give a SUITE: builtin, a KernelBench folder, task files, or a list of task files", option="SUITE"
+        )
     tasks = [task for source in sources for task in _tasks_of(source)]
     if levels:
         tasks = [t for t in tasks if t.level in levels]
@@ -28,11 +30,17 @@ def resolve_suite(sources: list[str], levels: list[int] | None = None, pattern: 
         tasks = [t for t in tasks if matches(t, pattern)]
     if not tasks:
         narrowed = " left after --level/--filter" if levels or pattern else ""
-        raise UserError(f"the suite {' '.join(sources)} has no tasks{narrowed}; check the levels and the filter")
+        raise TaskError(
+            f"the suite {' '.join(sources)} has no tasks{narrowed}; check the levels and the filter", task=pattern
+        )
     unique: dict[str, Task] = {}
     for task in tasks:
         if task.id in unique and unique[task.id].path != task.path:
-            raise UserError(f"two tasks have the id {task.id}: {unique[task.id].path} and {task.path}; rename one")
+            raise TaskError(
+                f"two tasks have the id {task.id}: {unique[task.id].path} and {task.path}; rename one",
+                task=task.id,
+                path=task.path,
+            )
         unique[task.id] = task
     return list(unique.values())
 

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from htam_graph.bench.events import Event, RunFinished, RunStarted, StepFinished
 from htam_graph.bench.plan import BenchManifest, Layout, RunSpec, Stream, exclusive
-from htam_graph.errors import UserError
+from htam_graph.errors import BadInput, UserError
 from htam_graph.files import atomic_file, atomic_write
 from htam_graph.llm.settings import LLMSettings
 from htam_graph.loop.clients import make_client
@@ -66,7 +66,11 @@ def read_snapshot(path: Path) -> tuple[MemorySnapshot, str]:
     try:
         data = path.read_bytes()
     except OSError as e:
-        raise UserError(f"--memory-from {path}: {e.strerror}; give a file written by `htam memory export`") from None
+        raise BadInput(
+            f"--memory-from {path}: {e.strerror}; give a file written by `htam memory export`",
+            option="--memory-from",
+            path=path,
+        ) from None
     digest = hashlib.sha256(data).hexdigest()
     exported = ExportFile(path)
     try:
@@ -75,7 +79,7 @@ def read_snapshot(path: Path) -> tuple[MemorySnapshot, str]:
         try:  # a bench's memory file as benches wrote them before the one format
             return MemorySnapshot.model_validate_json(data), digest
         except ValidationError:
-            raise UserError(f"--memory-from {refused}") from None
+            raise BadInput(f"--memory-from {refused}", option="--memory-from", path=path) from None
     sections: dict[str, list] = {section: [] for section in SECTIONS}
     for section, record in exported.items():
         sections[section].append(record)
@@ -167,7 +171,11 @@ def _open_memory(job: BenchJob, path: Path) -> SQLiteStore:
                 sha256 = memory_digest([read_snapshot(f)[1] for f in sorted(folder.glob("*.json"))])
             if sha256 != source.sha256:
                 store.close()
-                raise UserError(f"--memory-from {source.path} changed since the bench started; restore it")
+                raise BadInput(
+                    f"--memory-from {source.path} changed since the bench started; restore it",
+                    option="--memory-from",
+                    path=source.path,
+                )
             store.import_snapshot(snapshot)
         log.info("memory %s: %s", path, store.counts())
     return store

@@ -34,7 +34,7 @@ from htam_graph.catalog.knobs import Knobs
 from htam_graph.catalog.render import Header, render_candidate
 from htam_graph.catalog.space import task_space
 from htam_graph.catalog.strategies import STRATEGIES, Applied, apply, curriculum, first_kernel
-from htam_graph.errors import UserError
+from htam_graph.errors import BadInput
 from htam_graph.llm.base import Completion, InvalidAnswer, LLMClient, Prompt, T
 from htam_graph.vocab import Verdict
 
@@ -66,10 +66,12 @@ class CatalogClient(LLMClient):
 
     def check(self) -> None:
         if self.model not in MODELS:
-            raise UserError(
+            raise BadInput(
                 f"the strategy catalog is {' or '.join(MODELS)}; --model {self.model} is not one "
                 f"(leave --model out for {DEFAULT_MODEL}, the task's base kernel as the start; {CATALOG_MODEL} "
-                "starts from the family's tuned first kernel)"
+                "starts from the family's tuned first kernel)",
+                option="--model",
+                value=self.model,
             )
 
     def complete(self, prompt: Prompt, max_tokens: int | None = None) -> Completion:

@@ -57,7 +57,9 @@ def cli(ctx: click.Context, verbose: int, **flags: object) -> None:
 
 
 def main() -> None:
-    """Every failure a user can cause or meet is one line on stderr, `error: ...`, exit code 2."""
+    """Every failure a user can cause or meet is one line on stderr, `error: ...`; the exit
+    code is 2 for bad input or settings, 3 when the memory store fails, 4 when the LLM
+    backend does (htam_graph/errors.py)."""
     # Our warnings (a retried step, a discarded import) as one line each. The driver logs
     # every broken connection and retry itself; what it finally raises becomes our one line.
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(name)s: %(message)s")
@@ -66,7 +68,7 @@ def main() -> None:
         cli.main(standalone_mode=False)
     except UserError as e:
         click.echo(f"error: {_one_line(str(e))}", err=True)
-        sys.exit(2)
+        sys.exit(e.exit_code)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(1)

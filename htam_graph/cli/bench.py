@@ -30,7 +30,7 @@ from htam_graph.cli.common import (
     settings,
 )
 from htam_graph.cli.optimize import MEMORY_METHODS, settings_with
-from htam_graph.errors import UserError
+from htam_graph.errors import BadInput, ConfigError, TaskError, UserError, error_type
 from htam_graph.loop.clients import make_client
 from htam_graph.memory.models import RunConfig
 from htam_graph.runner.build import find_nvcc
@@ -174,7 +174,7 @@ def bench(
     console = Console(stderr=as_json)
     if report_only:
         if suite:
-            raise UserError("--report-only reports the bench in --out: give no SUITE")
+            raise BadInput("--report-only reports the bench in --out: give no SUITE", option="--report-only")
         _summarize(console, _report(Layout(out)), as_json)
         return
     require_sandbox(sandbox)
@@ -182,10 +182,13 @@ def bench(
     chosen = _methods(methods)
     kind = "gpu" if evaluator == "auto" else evaluator
     if (kind == "replay") != (replay_path is not None):
-        raise UserError("--evaluator replay takes its results from --replay FILE, and --replay needs it")
+        raise BadInput(
+            "--evaluator replay takes its results from --replay FILE, and --replay needs it", option="--replay"
+        )
     if (train_list is None) != (test_list is None):
-        raise UserError(
-            "--train and --test go together: give both lists (bench/tables/suite-train.txt, suite-test.txt)"
+        raise BadInput(
+            "--train and --test go together: give both lists (bench/tables/suite-train.txt, suite-test.txt)",
+            option="--test" if train_list is not None else "--train",
         )
     slots = _slots(kind, gpus, workers)
     if kind in ("gpu", "stand-in"):
@@ -246,7 +249,7 @@ def bench(
                         shutil.rmtree(out, ignore_errors=True)  # nothing finished: leave nothing behind
                         again = ""
                     if e.user_error:
-                        raise UserError(f"{e}{again}") from e
+                        raise error_type(e.error)(f"{e}{again}") from e
                     raise click.ClickException(f"{e}{again}") from e
         return _report(layout)
 
@@ -275,18 +278,25 @@ def _train_test(
 ) -> None:
     """The three phases of a train/test comparison and its report (htam_graph/bench/memory_value.py)."""
     if suite:
-        raise UserError("--train/--test name the tasks: give no SUITE with them")
+        raise BadInput("--train/--test name the tasks: give no SUITE with them", option="--train")
     if memory_from is not None:
-        raise UserError("--train/--test learn their memory on the --train tasks: give no --memory-from with them")
+        raise BadInput(
+            "--train/--test learn their memory on the --train tasks: give no --memory-from with them",
+            option="--memory-from",
+        )
     memory = [m for m in chosen if m in MEMORY_METHODS]
     if not memory:
         names = ", ".join(sorted(m.value for m in MEMORY_METHODS))
-        raise UserError(f"--train/--test compare memories: --method needs at least one memory method ({names})")
+        raise BadInput(
+            f"--train/--test compare memories: --method needs at least one memory method ({names})", option="--method"
+        )
     train = resolve_suite([str(train_list)])
     test = resolve_suite([str(test_list)])
     both = sorted({t.id for t in train} & {t.id for t in test})
     if both:
-        raise UserError(f"--train and --test share {len(both)} task(s), e.g. {both[0]}; held-out tasks must be unseen")
+        raise TaskError(
+            f"--train and --test share {len(both)} task(s), e.g. {both[0]}; held-out tasks must be unseen", task=both[0]
+        )
     from htam_graph.bench import memory_value as mv
 
     fresh = phase(out / "fresh", [str(test_list)], chosen, None)
@@ -323,7 +333,7 @@ def _report(layout: Layout) -> Outcome:
     try:
         from htam_graph.bench.report import report_bench
     except ImportError as e:
-        raise UserError(
+        raise ConfigError(
             f"writing the report needs {e.name}, which is not installed here (the runs are kept); "
             f"write it where it is: htam bench --report-only --out {layout.out}"
         ) from None
@@ -351,9 +361,11 @@ def _methods(text: str) -> list[Method]:
     known = {m.value: m for m in Method}
     for name in names:
         if name not in known:
-            raise UserError(f"--method: unknown method {name!r}; choose from {', '.join(known)}")
+            raise BadInput(
+                f"--method: unknown method {name!r}; choose from {', '.join(known)}", option="--method", value=name
+            )
     if not names:
-        raise UserError(f"--method: name at least one method ({', '.join(known)})")
+        raise BadInput(f"--method: name at least one method ({', '.join(known)})", option="--method", value=text)
     return list(dict.fromkeys(known[n] for n in names))
 
 
@@ -361,21 +373,26 @@ def _slots(kind: str, gpus: str | None, workers: int | None) -> list[Slot]:
     """--workers slots per GPU for the GPU evaluator; --workers slots without a GPU otherwise."""
     if kind != "gpu":
         if gpus is not None:
-            raise UserError(f"--gpus picks GPUs for the gpu evaluator; the {kind} evaluator uses none (use --workers)")
+            raise BadInput(
+                f"--gpus picks GPUs for the gpu evaluator; the {kind} evaluator uses none (use --workers)",
+                option="--gpus",
+            )
         return [Slot(name=f"worker{i}") for i in range(workers or 1)]
     from htam_graph.runner.pool import visible_gpu_count  # imports torch: only for the GPU evaluator
 
     try:
         visible = visible_gpu_count()
     except UserError:
-        raise UserError(
+        raise ConfigError(
             "the gpu evaluator needs a GPU and none is visible here (torch.cuda.device_count() is 0); "
             "without one, `--evaluator stand-in` runs a bench with synthetic times"
         ) from None
     chosen = numbers("--gpus", gpus) if gpus is not None else list(range(visible))
     missing = [g for g in chosen or [] if not 0 <= g < visible]
     if missing or not chosen:
-        raise UserError(f"--gpus {gpus}: this machine has {visible} GPU(s) (0..{visible - 1})")
+        raise BadInput(
+            f"--gpus {gpus}: this machine has {visible} GPU(s) (0..{visible - 1})", option="--gpus", value=gpus
+        )
     per_gpu = workers or 1
     return [
         Slot(name=f"gpu{g}" + (f"-{k}" if per_gpu > 1 else ""), gpu=g)
@@ -399,10 +416,18 @@ def _memory_source(path: Path, config: BenchConfig) -> MemorySource:
         snapshot, sha256 = read_snapshot(file)
         digests.append(sha256)
         if not snapshot.globals and any(m in MEMORY_METHODS for m in config.methods):
-            raise UserError(f"--memory-from {file} holds no directions (globals); export a seeded memory")
+            raise BadInput(
+                f"--memory-from {file} holds no directions (globals); export a seeded memory",
+                option="--memory-from",
+                path=file,
+            )
         clash = sorted(ours & {run.id for run in snapshot.runs})
         if clash:
-            raise UserError(f"--memory-from {file} holds runs of this very bench ({clash[0]}); export another memory")
+            raise BadInput(
+                f"--memory-from {file} holds runs of this very bench ({clash[0]}); export another memory",
+                option="--memory-from",
+                path=file,
+            )
     if path.is_dir():  # the digest of every export there, as each worker checks it
         digests = [memory_digest([read_snapshot(f)[1] for f in sorted(path.glob("*.json"))])]
     return source.model_copy(update={"sha256": digests[0]})

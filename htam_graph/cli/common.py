@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from htam_graph.config import Settings, load_settings
-from htam_graph.errors import UserError
+from htam_graph.errors import BadInput
 from htam_graph.llm.settings import Backend, Family
 
 console = Console()
@@ -145,7 +145,7 @@ def numbers(flag: str, text: str | None) -> list[int] | None:
     try:
         return [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
-        raise UserError(f"{flag} {text}: give numbers separated by commas, e.g. 0,1") from None
+        raise BadInput(f"{flag} {text}: give numbers separated by commas, e.g. 0,1", option=flag, value=text) from None
 
 
 def best_text(speedup: float | None, digits: int = 2) -> str:

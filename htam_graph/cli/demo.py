@@ -79,12 +79,14 @@ def demo(
     (reward_from = best; HTAM_SCORING__REWARD_FROM and HTAM_LLM__MODEL are not read here),
     also with --record."""
     from htam_graph.demo import DEFAULT_TASKS, DemoOptions, demo_evaluator, run_demo
-    from htam_graph.errors import UserError
+    from htam_graph.errors import BadInput
 
     try:
         chosen = [Method(m.strip()) for m in methods.split(",") if m.strip()]
     except ValueError:
-        raise UserError(f"--methods {methods}: use {', '.join(m.value for m in Method)}") from None
+        raise BadInput(
+            f"--methods {methods}: use {', '.join(m.value for m in Method)}", option="--methods", value=methods
+        ) from None
     cfg = settings()
     if replay_path is None and not record:  # the shipped H200 recording was made before htam conditioned on families
         cfg = cfg.model_copy(update={"scoring": cfg.scoring.model_copy(update={"by_family": False})})

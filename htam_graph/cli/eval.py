@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from htam_graph.cli.common import require_sandbox, sandbox_option
-from htam_graph.errors import UserError
+from htam_graph.errors import CandidateError
 from htam_graph.runner.jobs import EvalConfig
 from htam_graph.runner.models import Verdict
 
@@ -72,7 +72,7 @@ def eval_cmd(
     require_sandbox(sandbox)
     resolved = resolve_task(task)
     if problem := candidate_problem(candidate.read_text(encoding="utf-8", errors="replace")):
-        raise UserError(f"{candidate}: {problem}")
+        raise CandidateError(f"{candidate}: {problem}", path=candidate)
     build = BuildSettings.resolve(settings()).model_copy(update={"sandbox": sandbox})
     if no_run:
         result = precheck(resolved, candidate, build)

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from htam_graph.cli.common import print_json, print_table, say, settings
 from htam_graph.config import ScoringParams
-from htam_graph.errors import UserError
+from htam_graph.errors import BadInput, StoreStateError
 from htam_graph.files import atomic_file
 from htam_graph.memory import open_store
 from htam_graph.memory.export_file import ExportFile, write_export
@@ -75,7 +75,9 @@ def _rate(successes: int, attempts: int) -> float | None:
 def _show_globals(store: MemoryStore, as_json: bool) -> None:
     globals_ = store.get_globals()
     if not globals_:
-        raise UserError(f"memory at {store.describe()} is empty; run `htam memory seed` first")
+        raise StoreStateError(
+            f"memory at {store.describe()} is empty; run `htam memory seed` first", store=store.describe()
+        )
     n_locals: dict[str, int] = {}
     for loc in store.get_locals():
         n_locals[loc.global_id] = n_locals.get(loc.global_id, 0) + 1
@@ -107,8 +109,10 @@ def _show_locals(store: MemoryStore, global_id: str, as_json: bool) -> None:
     if not locals_:
         known = ", ".join(g.id for g in store.get_globals())
         if not known:
-            raise UserError(f"memory at {store.describe()} is empty; run `htam memory seed` first")
-        raise UserError(f"no locals under global {global_id!r}; known globals: {known}")
+            raise StoreStateError(
+                f"memory at {store.describe()} is empty; run `htam memory seed` first", store=store.describe()
+            )
+        raise BadInput(f"no locals under global {global_id!r}; known globals: {known}", value=global_id)
     if as_json:
         print_json([loc.model_dump() for loc in locals_])
         return
@@ -170,7 +174,11 @@ def score(prefix: str, family: str | None, as_json: bool, **overrides: float | N
         params = ScoringParams(**{**cfg.scoring.model_dump(), **given})
     except ValidationError as e:
         err = e.errors()[0]
-        raise UserError(f"bad scoring parameter --{err['loc'][0]}: {err['msg']}") from None
+        raise BadInput(
+            f"bad scoring parameter --{err['loc'][0]}: {err['msg']}",
+            option=f"--{err['loc'][0]}",
+            value=err.get("input"),
+        ) from None
     path = [p.strip() for p in prefix.split(",") if p.strip()]
     with open_store(cfg) as store:
         scores = sorted(with_probabilities(store.score(path, params, family), params.tau), key=lambda s: -s.score)
@@ -222,7 +230,7 @@ def _write_privately(output: Path, store: MemoryStore) -> dict[Section, int]:
         ):
             counts = write_export(records, fh)
     except OSError as e:
-        raise UserError(f"cannot write {output}: {e.strerror or e}") from e
+        raise BadInput(f"cannot write {output}: {e.strerror or e}", path=output) from e
     return counts
 
 

@@ -20,7 +20,7 @@ from htam_graph.cli.common import (
     settings,
 )
 from htam_graph.config import Settings
-from htam_graph.errors import UserError
+from htam_graph.errors import BackendError, BadInput, StoreStateError
 from htam_graph.llm.base import LLMError
 from htam_graph.llm.settings import LLMSettings
 from htam_graph.loop.clients import make_client
@@ -138,7 +138,7 @@ def optimize(
     require_sandbox(sandbox)
     cfg = settings_with(settings(), store_kind, backend, model, base_url, family)
     if run_id is not None and resume_id is not None:
-        raise UserError("--run-id names a new run and --resume continues one: give one of them")
+        raise BadInput("--run-id names a new run and --resume continues one: give one of them", option="--resume")
     run_id = check_run_id(run_id) if run_id is not None else None
     resolved = resolve_task(task, root)
     manifest_folder = open_run(out, resume_id, resolved) if resume_id else None
@@ -149,7 +149,9 @@ def optimize(
     console = Console(stderr=as_json)
     with open_store(cfg) as store:
         if chosen in MEMORY_METHODS and not store.get_globals():
-            raise UserError(f"the memory at {store.describe()} is empty: run `htam memory seed` first")
+            raise StoreStateError(
+                f"the memory at {store.describe()} is empty: run `htam memory seed` first", store=store.describe()
+            )
         kind = "gpu" if evaluator == "auto" else evaluator
         config = EvalConfig(sandbox=sandbox)
         with make_evaluator(kind, config, replay=replay_path or DEMO_REPLAY) as judge:
@@ -177,9 +179,11 @@ def optimize(
             try:
                 summary = optimizer.run()
             except LLMError as e:
-                raise UserError(
+                raise BackendError(
                     f"{e}; the finished steps are saved: continue with "
-                    f"`htam optimize {task} --out {out} --resume {manifest.run.id}`"
+                    f"`htam optimize {task} --out {out} --resume {manifest.run.id}`",
+                    backend=cfg.llm.backend,
+                    model=cfg.llm.model,
                 ) from e
     client.close()
     if as_json:

@@ -13,7 +13,7 @@ import pandas as pd
 
 from htam_graph import analytics
 from htam_graph.cli.common import settings
-from htam_graph.errors import UserError
+from htam_graph.errors import BadInput, StoreStateError
 from htam_graph.memory import open_store
 from htam_graph.memory.store import MemoryStore
 
@@ -59,13 +59,15 @@ class _Tables(click.Group):
         self, ctx: click.Context, args: list[str]
     ) -> tuple[str | None, click.Command | None, list[str]]:
         if args and args[0] not in self.commands:
-            raise UserError(f"no table {args[0]!r}: choose one of {', '.join(TABLES)} (`htam stats --help`)")
+            raise BadInput(
+                f"no table {args[0]!r}: choose one of {', '.join(TABLES)} (`htam stats --help`)", value=args[0]
+            )
         return super().resolve_command(ctx, args)
 
 
 def _min_count(ctx: click.Context, param: click.Parameter, value: int) -> int:
     if value < 0:
-        raise UserError(f"--min-count must be 0 or more, got {value}")
+        raise BadInput(f"--min-count must be 0 or more, got {value}", option="--min-count", value=value)
     return value
 
 
@@ -149,7 +151,7 @@ def runs_cmd(by_method: bool, run_id: str | None, min_count: int, fmt: Format) -
     Runs oldest first; --by-method compares the methods over their runs; --run shows one
     run's steps in order."""
     if by_method and run_id:
-        raise UserError("--by-method compares all runs and --run shows one: give one of them")
+        raise BadInput("--by-method compares all runs and --run shows one: give one of them", option="--run")
     with _store() as store:
         if run_id:
             # steps are numbered from 1 in every output (the memory's index counts from 0)
@@ -210,7 +212,9 @@ def _store() -> MemoryStore:
     if not store.counts()["globals"]:
         where = store.describe()
         store.close()
-        raise UserError(f"the memory at {where} is empty: run `htam memory seed` and some `htam optimize` runs first")
+        raise StoreStateError(
+            f"the memory at {where} is empty: run `htam memory seed` and some `htam optimize` runs first", store=where
+        )
     return store
 
 
@@ -218,9 +222,10 @@ def _show(
     store: MemoryStore, df: pd.DataFrame, fmt: Format, title: str, columns: Sequence[Column], legend: str = ""
 ) -> None:
     if df.empty:
-        raise UserError(
+        raise StoreStateError(
             f"nothing to show: no {title} in the memory at {store.describe()}"
-            " (run `htam optimize` first, or lower --min-count)"
+            " (run `htam optimize` first, or lower --min-count)",
+            store=store.describe(),
         )
     if fmt == "csv":
         click.echo(df.to_csv(index=False), nl=False)

@@ -1,10 +1,11 @@
 """What the two HTTP backends (Anthropic, OpenAI-compatible) share: retries around each
 request, pricing, the preflight, and one mapping from what failed to what the caller sees.
 
-A failed request ends as exactly one of: UserError (key, account or model: the user fixes
-a setting), LLMUnavailable (transient failures outlived the retries), RequestRejected (the
-request itself was refused). The SDKs' own retries are off: the retry loop here is the
-only one, so every retry is logged and its backoff is configurable.
+A failed request ends as exactly one of: ConfigError (key or model: the user fixes a
+setting), BackendError (the account is refused), LLMUnavailable (transient failures
+outlived the retries), RequestRejected (the request itself was refused). The SDKs' own
+retries are off: the retry loop here is the only one, so every retry is logged and its
+backoff is configurable.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from abc import abstractmethod
 from collections.abc import Callable
 from typing import ClassVar, TypeVar
 
-from htam_graph.errors import UserError
+from htam_graph.errors import BackendError, ConfigError
 from htam_graph.llm.base import LLMClient, LLMUnavailable, RequestRejected, Usage
 from htam_graph.llm.prices import find_price, load_prices, priced_usage
 from htam_graph.llm.retry import Failure, RetryPolicy, with_retries
@@ -45,7 +46,9 @@ class ApiClient(LLMClient):
         self._price = find_price(load_prices(settings.prices), model)
         key = settings.api_key_value()
         if not key:
-            raise UserError(f"no API key for the {self.name} backend: set {self.key_env} or HTAM_LLM__API_KEY")
+            raise ConfigError(
+                f"no API key for the {self.name} backend: set {self.key_env} or HTAM_LLM__API_KEY", setting=self.key_env
+            )
         self._api_key = key
 
     @property
@@ -70,9 +73,13 @@ class ApiClient(LLMClient):
         try:
             self._check_model()
         except LLMUnavailable as e:
-            raise UserError(f"{e}; check HTAM_LLM__BASE_URL and the network") from None
+            raise BackendError(
+                f"{e}; check HTAM_LLM__BASE_URL and the network", backend=self.name, model=self.model
+            ) from None
         except RequestRejected as e:
-            raise UserError(f"{e}; check HTAM_LLM__BASE_URL and HTAM_LLM__MODEL") from None
+            raise BackendError(
+                f"{e}; check HTAM_LLM__BASE_URL and HTAM_LLM__MODEL", backend=self.name, model=self.model
+            ) from None
         if self._price is None:
             logger.warning(
                 "no price for model %r: its cost is reported as unknown; name it in a price file (HTAM_LLM__PRICES)",
@@ -96,12 +103,22 @@ class ApiClient(LLMClient):
         where = f"{self.name} at {self.base_url}"
         status, message = failure.status, failure.message
         if status == 401:
-            return UserError(f"{where} rejected the API key (401: {message}); set {self.key_env} or HTAM_LLM__API_KEY")
+            return ConfigError(
+                f"{where} rejected the API key (401: {message}); set {self.key_env} or HTAM_LLM__API_KEY",
+                setting=self.key_env,
+            )
         if status in (402, 403) or (status == 429 and not failure.transient):
-            return UserError(f"{where} refused the account ({status}: {message}); check its billing and permissions")
+            return BackendError(
+                f"{where} refused the account ({status}: {message}); check its billing and permissions",
+                backend=self.name,
+                model=self.model,
+                status=status,
+            )
         if status == 404:
-            return UserError(
-                f"{where} has no model {self.model!r} (404: {message}); set HTAM_LLM__MODEL (or HTAM_LLM__BASE_URL)"
+            return ConfigError(
+                f"{where} has no model {self.model!r} (404: {message}); set HTAM_LLM__MODEL (or HTAM_LLM__BASE_URL)",
+                setting="HTAM_LLM__MODEL",
+                value=self.model,
             )
         if failure.transient:
             return LLMUnavailable(

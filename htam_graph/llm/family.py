@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from htam_graph.errors import UserError
+from htam_graph.errors import ConfigError
 from htam_graph.llm.settings import Family, LLMSettings, StructuredMode
 
 _OPENAI_REASONING = re.compile(r"^(o\d+(-mini|-pro|-preview)?|gpt-5)([-.].*)?$")
@@ -66,23 +66,27 @@ class RequestPlan:
 
 
 def plan_requests(settings: LLMSettings, model: str) -> RequestPlan:
-    """The family (the setting, else detected) and what follows from it; UserError for a
+    """The family (the setting, else detected) and what follows from it; ConfigError for a
     family of the other backend or a structured mode the family cannot use."""
     backend = settings.backend
     family = settings.family or detect_family(backend, model)
     allowed = _BACKEND_FAMILIES.get(backend, ())
     if family not in allowed:
-        raise UserError(
-            f"HTAM_LLM__FAMILY={family} is not a family of the {backend} backend (one of: {', '.join(allowed)})"
+        raise ConfigError(
+            f"HTAM_LLM__FAMILY={family} is not a family of the {backend} backend (one of: {', '.join(allowed)})",
+            setting="HTAM_LLM__FAMILY",
+            value=family,
         )
     forced_tool_ok = family in ("chat", "openai-reasoning", "anthropic")
     json_default = ("deepseek-reasoner", "anthropic", "anthropic-thinking")
     default_mode: StructuredMode = "json" if family in json_default else "tool"
     mode = settings.structured_mode or default_mode
     if mode == "tool" and not forced_tool_ok:
-        raise UserError(
+        raise ConfigError(
             f"model {model} ({family}) does not accept a forced tool call: leave HTAM_LLM__STRUCTURED_MODE unset "
-            "or set it to json"
+            "or set it to json",
+            setting="HTAM_LLM__STRUCTURED_MODE",
+            value=mode,
         )
     return RequestPlan(
         family=family,

@@ -29,7 +29,7 @@ from typing import Any
 import openai
 from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
 
-from htam_graph.errors import UserError
+from htam_graph.errors import ConfigError
 from htam_graph.llm.api import CONNECT_TIMEOUT_S, ApiClient, MalformedResponse, connection_failure, malformed_failure
 from htam_graph.llm.base import Completion, InvalidAnswer, Prompt, T, Usage, parse_answer
 from htam_graph.llm.family import plan_requests
@@ -52,7 +52,10 @@ class OpenAIClient(ApiClient):
 
     def __init__(self, settings: LLMSettings) -> None:
         if not settings.model:
-            raise UserError("the openai backend needs a model: set HTAM_LLM__MODEL (e.g. deepseek-reasoner)")
+            raise ConfigError(
+                "the openai backend needs a model: set HTAM_LLM__MODEL (e.g. deepseek-reasoner)",
+                setting="HTAM_LLM__MODEL",
+            )
         super().__init__(settings, settings.model)
         self.plan = plan_requests(settings, settings.model)
         self.structured_mode = self.plan.structured_mode
@@ -75,9 +78,11 @@ class OpenAIClient(ApiClient):
         not all (vLLM) answer GET /models/{id}."""
         served = self._call("model list", lambda: [m.id for m in self._sdk.models.list()], retry=False)
         if self.model not in served:
-            raise UserError(
+            raise ConfigError(
                 f"{self.name} at {self.base_url} has no model {self.model!r} (it serves: "
-                f"{', '.join(sorted(served)) or 'none'}); set HTAM_LLM__MODEL (or HTAM_LLM__BASE_URL)"
+                f"{', '.join(sorted(served)) or 'none'}); set HTAM_LLM__MODEL (or HTAM_LLM__BASE_URL)",
+                setting="HTAM_LLM__MODEL",
+                value=self.model,
             )
 
     def complete(self, prompt: Prompt, max_tokens: int | None = None) -> Completion:

@@ -41,7 +41,7 @@ from typing import Any, Self
 import yaml
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from htam_graph.errors import UserError
+from htam_graph.errors import BadInput
 from htam_graph.files import atomic_write
 from htam_graph.llm.base import Completion, LLMClient, Prompt, RecordedChoice, T, parse_answer, validate_answer
 from htam_graph.yamlfile import load_yaml
@@ -146,9 +146,12 @@ class ScriptClient(LLMClient):
         with self._lock:
             for template, count in calls.items():
                 if count > len(self._queues.get(template, [])):
-                    raise UserError(
+                    raise BadInput(
                         f"script {self.path} has {len(self._queues.get(template, []))} responses for "
-                        f"{template!r}, but the run being resumed already made {count} such calls"
+                        f"{template!r}, but the run being resumed already made {count} such calls",
+                        option="--script",
+                        value=template,
+                        path=self.path,
                     )
                 self._used[template] = count
 
@@ -157,9 +160,12 @@ class ScriptClient(LLMClient):
             queue = self._queues.get(template, [])
             used = self._used.get(template, 0)
             if used >= len(queue):
-                raise UserError(
+                raise BadInput(
                     f"script {self.path} has no more responses for template {template!r} "
-                    f"({used} given); add responses to it or shorten the run"
+                    f"({used} given); add responses to it or shorten the run",
+                    option="--script",
+                    value=template,
+                    path=self.path,
                 )
             self._used[template] = used + 1
         logger.debug("script %s: response %d of %d for %s", self.path, used + 1, len(queue), template)
@@ -212,4 +218,6 @@ def _read_side_file(script: Path, name: str) -> str:
     try:
         return path.read_text()
     except OSError as e:
-        raise UserError(f"script {script}: cannot read {name} ({path}: {e.strerror})") from None
+        raise BadInput(
+            f"script {script}: cannot read {name} ({path}: {e.strerror})", option="--script", path=path
+        ) from None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from htam_graph.errors import UserError
+from htam_graph.errors import BadInput
 from htam_graph.llm.base import LLMClient
 from htam_graph.llm.script import ScriptClient
 from htam_graph.llm.settings import LLMSettings
@@ -30,7 +30,7 @@ def make_client(settings: LLMSettings, script_path: Path | None = None) -> LLMCl
             return OpenAIClient(settings)
         case "script":
             if script_path is None:
-                raise UserError("the script backend needs a script file of responses (--script PATH)")
+                raise BadInput("the script backend needs a script file of responses (--script PATH)", option="--script")
             return ScriptClient(script_path)
         case "catalog":
             from htam_graph.catalog.client import CatalogClient  # torch, only for this backend

@@ -18,7 +18,7 @@ from typing import Literal, Protocol, Self
 
 from pydantic import BaseModel, Field, ValidationError
 
-from htam_graph.errors import UserError
+from htam_graph.errors import BadInput
 from htam_graph.files import atomic_write
 from htam_graph.runner import sandbox
 from htam_graph.runner.build import DEFAULT_ARCH, BuildSettings, gpu_arch
@@ -183,14 +183,20 @@ def load_recording(path: Path) -> Recording:
     try:
         raw = path.read_bytes()
     except OSError as e:
-        raise UserError(
-            f"replay file {path}: {e.strerror}; record one on a GPU machine with `htam demo --record {path}`"
+        raise BadInput(
+            f"replay file {path}: {e.strerror}; record one on a GPU machine with `htam demo --record {path}`",
+            option="--replay",
+            path=path,
         ) from None
     try:
         text = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
         return Recording.model_validate_json(text)
     except (ValidationError, OSError, EOFError) as e:
-        raise UserError(f"replay file {path} is not an {REPLAY_FORMAT} file ({str(e).splitlines()[0]})") from None
+        raise BadInput(
+            f"replay file {path} is not an {REPLAY_FORMAT} file ({str(e).splitlines()[0]})",
+            option="--replay",
+            path=path,
+        ) from None
 
 
 def save_recording(path: Path, recording: Recording) -> None:
@@ -225,10 +231,13 @@ class ReplayEvaluator(HoldsNothing):
         key = replay_key(task, source)
         result = self.recording.results.get(key)
         if result is None:
-            raise UserError(
+            raise BadInput(
                 f"{self.path} holds no recorded result for {task.id}, candidate {key.rsplit('|', 1)[1][:12]} "
                 f"(a different task file, method, seed or catalog version than recorded); record it on a GPU "
-                f"machine with `htam demo --record {self.path}` and the same options"
+                f"machine with `htam demo --record {self.path}` and the same options",
+                option="--replay",
+                value=task.id,
+                path=self.path,
             )
         return result.model_copy(update={"device": self.device})
 
@@ -330,7 +339,7 @@ def make_evaluator(kind: str, config: EvalConfig | None = None, replay: Path | N
         return StandInEvaluator(config)
     if kind == "replay":
         if replay is None:
-            raise UserError("--evaluator replay needs a replay file (--replay FILE)")
+            raise BadInput("--evaluator replay needs a replay file (--replay FILE)", option="--replay")
         if replay.suffix == ".parquet":
             from htam_graph.loop.table import TableEvaluator  # it builds on this module's evaluators
 

@@ -22,7 +22,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, create_model
 
 from htam_graph.config import ScoringParams
-from htam_graph.errors import UserError
+from htam_graph.errors import BadInput
 from htam_graph.llm.base import InvalidAnswer, LLMClient, Prompt, RecordedChoice, Usage
 from htam_graph.llm.script import Script, ScriptEntry
 from htam_graph.loop.evaluators import CandidateEvaluator, hardware_of, reference_of
@@ -435,12 +435,20 @@ class Optimizer:
         globals_ = {g.id: g for g in self.store.get_globals()}
         if direction.glob is None or direction.glob.id != recorded.global_id:
             if recorded.global_id not in globals_:
-                raise UserError(f"script step {state.step_index + 1}: no global {recorded.global_id!r} in this memory")
+                raise BadInput(
+                    f"script step {state.step_index + 1}: no global {recorded.global_id!r} in this memory",
+                    option="--script",
+                    value=recorded.global_id,
+                )
             direction.glob = GlobalView.of(globals_[recorded.global_id])
         if recorded.local_id is not None and (direction.local is None or direction.local.id != recorded.local_id):
             views = {loc.id: LocalView.of(loc) for loc in self.store.get_locals(recorded.global_id)}
             if recorded.local_id not in views:
-                raise UserError(f"script step {state.step_index + 1}: no local {recorded.local_id!r} in this memory")
+                raise BadInput(
+                    f"script step {state.step_index + 1}: no local {recorded.local_id!r} in this memory",
+                    option="--script",
+                    value=recorded.local_id,
+                )
             direction.local = views[recorded.local_id]
         return direction
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from htam_graph import __version__
-from htam_graph.errors import UserError
+from htam_graph.errors import BadInput, TaskError
 from htam_graph.loop.records import RunManifest, atomic_write
 from htam_graph.loop.state import TaskContext
 from htam_graph.memory.models import RunConfig, RunRecord
@@ -31,8 +31,10 @@ RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 def check_run_id(run_id: str) -> str:
     """A run id names a folder and a graph node: letters, digits, '.', '_', '-'."""
     if not RUN_ID.fullmatch(run_id):
-        raise UserError(
-            f"--run-id {run_id!r}: use 1-128 letters, digits, '.', '_' or '-' (starting with a letter or digit)"
+        raise BadInput(
+            f"--run-id {run_id!r}: use 1-128 letters, digits, '.', '_' or '-' (starting with a letter or digit)",
+            option="--run-id",
+            value=run_id,
         )
     return run_id
 
@@ -61,7 +63,11 @@ def create_run(
     """A new run folder with its manifest (`run_id`: a name of the user's, else a fresh one)."""
     run_id = run_id or new_run_id(task.id, method, seed)
     if (out / run_id).exists():
-        raise UserError(f"--run-id {run_id}: {out / run_id} exists already; resume it with --resume {run_id}")
+        raise BadInput(
+            f"--run-id {run_id}: {out / run_id} exists already; resume it with --resume {run_id}",
+            option="--run-id",
+            value=run_id,
+        )
     # the run record names its writer too: the memory then says which start each run had
     run = RunRecord(id=run_id, task_id=task.id, method=method, seed=seed, config=config.model_copy(update={"llm": llm}))
     manifest = RunManifest(
@@ -88,16 +94,20 @@ def open_run(out: Path, run_id: str, task: Task) -> tuple[RunManifest, Path]:
     if not path.is_file():
         known = sorted(p.parent.name for p in out.glob(f"*/{MANIFEST}"))[-5:]
         hint = f"; runs in {out}: {', '.join(known)}" if known else f"; {out} holds no runs (pass --out)"
-        raise UserError(f"--resume {run_id}: no such run in {out}{hint}")
+        raise BadInput(f"--resume {run_id}: no such run in {out}{hint}", option="--resume", value=run_id)
     manifest = RunManifest.model_validate_json(path.read_text())
     if manifest.run.task_id != task.id:
-        raise UserError(
-            f"--resume {run_id}: that run optimizes {manifest.run.task_id}, not {task.id}; give the run's own task"
+        raise TaskError(
+            f"--resume {run_id}: that run optimizes {manifest.run.task_id}, not {task.id}; give the run's own task",
+            task=task.id,
+            path=task.path,
         )
     if manifest.task_sha256 != task.sha256:
-        raise UserError(
+        raise TaskError(
             f"--resume {run_id}: {task.path} changed since the run started (sha256 {manifest.task_sha256[:12]}, "
-            f"now {task.sha256[:12]}); resume with the file the run started with"
+            f"now {task.sha256[:12]}); resume with the file the run started with",
+            task=task.id,
+            path=task.path,
         )
     return manifest, folder
 

@@ -23,7 +23,7 @@ from typing import Any
 import pandas as pd
 
 from htam_graph.catalog.space import SPACE_VERSION, kernel_key
-from htam_graph.errors import UserError
+from htam_graph.errors import BadInput
 from htam_graph.loop.evaluators import HoldsNothing, arch_of
 from htam_graph.runner.hardware import unmeasured
 from htam_graph.runner.models import EvalResult, Verdict
@@ -74,10 +74,16 @@ def read_table(path: Path) -> pd.DataFrame:
     try:
         frame = pd.read_parquet(path)
     except (OSError, ValueError) as e:
-        raise UserError(f"--replay {path}: not a table `htam catalog record` wrote ({e})") from None
+        raise BadInput(
+            f"--replay {path}: not a table `htam catalog record` wrote ({e})", option="--replay", path=path
+        ) from None
     missing = [c for c in ("format", "task_id", "key", "result") if c not in frame.columns]
     if missing or (len(frame) and set(frame["format"]) != {TABLE_FORMAT}):
-        raise UserError(f"--replay {path}: not an {TABLE_FORMAT} table (missing {missing or 'its format'})")
+        raise BadInput(
+            f"--replay {path}: not an {TABLE_FORMAT} table (missing {missing or 'its format'})",
+            option="--replay",
+            path=path,
+        )
     return frame
 
 
@@ -109,12 +115,20 @@ class TableEvaluator(HoldsNothing):
         key = kernel_key(source)
         row = self._rows.get((task.id, key))
         if row is None:
-            raise UserError(
+            raise BadInput(
                 f"{self.path.name} holds no kernel {key} for {task.id} ({_knobs_of(source)}): the table holds "
-                f"the catalog's {SPACE_VERSION} space from the base kernel; record it with `htam catalog record`"
+                f"the catalog's {SPACE_VERSION} space from the base kernel; record it with `htam catalog record`",
+                option="--replay",
+                value=task.id,
+                path=self.path,
             )
         if row.task_sha256 != task.sha256:
-            raise UserError(f"{self.path.name} was recorded for another version of {task.id}'s file; record it again")
+            raise BadInput(
+                f"{self.path.name} was recorded for another version of {task.id}'s file; record it again",
+                option="--replay",
+                value=task.id,
+                path=self.path,
+            )
         result = self._results.get((task.id, key))
         if result is None:
             result = self._results[(task.id, key)] = EvalResult.model_validate_json(row.result)

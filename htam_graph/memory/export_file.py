@@ -25,7 +25,7 @@ from typing import IO, Any, NoReturn
 
 from pydantic import ValidationError
 
-from htam_graph.errors import UserError
+from htam_graph.errors import BadInput
 from htam_graph.memory.models import RECORD_TYPES, SECTIONS, Section, SnapshotChecker, SnapshotItem, SnapshotRecord
 
 FORMAT = "htam-graph/memory"
@@ -109,7 +109,7 @@ class ExportFile:
         except _JsonError as e:
             self._fail("", str(e))
         except OSError as e:
-            raise UserError(f"cannot read {self.path}: {e.strerror or e}") from e
+            raise BadInput(f"cannot read {self.path}: {e.strerror or e}", path=self.path) from e
 
     def _reader(self, fh: IO[str]) -> Iterator[tuple[str, Section, Any]]:
         first = fh.readline(_CHUNK)
@@ -195,7 +195,7 @@ class ExportFile:
             self._fail(where, f"{section} field {field}: {err['msg']}")
 
     def _fail(self, where: str, problem: str) -> NoReturn:
-        raise UserError(f"{self.path}: {where + ': ' if where else ''}{problem}")
+        raise BadInput(f"{self.path}: {where + ': ' if where else ''}{problem}", value=where or None, path=self.path)
 
 
 class _StreamedJson:

@@ -29,7 +29,7 @@ from neo4j.exceptions import (
 )
 
 from htam_graph.config import Settings
-from htam_graph.errors import UserError
+from htam_graph.errors import ConfigError, StoreError, UserError
 from htam_graph.memory.queries import checked
 
 log = logging.getLogger(__name__)
@@ -50,18 +50,24 @@ def neo4j_uri(settings: Settings) -> str:
     parts = urlsplit(uri)
     if parts.username is not None or parts.password is not None:
         bare = parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
-        raise UserError(
+        raise ConfigError(
             f"HTAM_NEO4J_URI holds a user or password ({bare} with credentials): give the URI without them"
-            " and the password in HTAM_NEO4J_PASSWORD"
+            " and the password in HTAM_NEO4J_PASSWORD",
+            setting="HTAM_NEO4J_URI",
+            value=bare,
         )
     if parts.scheme not in SCHEMES or not parts.hostname:
         schemes = ", ".join(SCHEMES[1:])
-        raise UserError(f"HTAM_NEO4J_URI={uri!r} is not a Neo4j Bolt URI: use bolt://HOST:PORT (or {schemes})")
+        raise ConfigError(
+            f"HTAM_NEO4J_URI={uri!r} is not a Neo4j Bolt URI: use bolt://HOST:PORT (or {schemes})",
+            setting="HTAM_NEO4J_URI",
+            value=uri,
+        )
     return uri
 
 
 def connect(settings: Settings) -> neo4j.Driver:
-    """A driver whose address, password and database were checked; UserError says what is wrong."""
+    """A driver whose address, password and database were checked; ConfigError or StoreError says what is wrong."""
     uri = neo4j_uri(settings)
     auth = (settings.neo4j_user, settings.neo4j_password.get_secret_value())
     try:
@@ -76,29 +82,35 @@ def connect(settings: Settings) -> neo4j.Driver:
             notifications_min_severity="OFF",
         )
     except (ConfigurationError, ValueError) as e:
-        raise UserError(f"HTAM_NEO4J_URI={uri!r} is not a Neo4j URI ({_one_line(e)})") from e
+        raise ConfigError(
+            f"HTAM_NEO4J_URI={uri!r} is not a Neo4j URI ({_one_line(e)})", setting="HTAM_NEO4J_URI", value=uri
+        ) from e
     try:
         driver.verify_connectivity()
         driver.execute_query(checked("ping", ()), database_=settings.neo4j_database)
     except AuthError as e:
         driver.close()
-        raise UserError(
+        raise ConfigError(
             f"Neo4j at {uri} rejected the password of user {settings.neo4j_user!r}:"
-            " set HTAM_NEO4J_PASSWORD to the server's password"
+            " set HTAM_NEO4J_PASSWORD to the server's password",
+            setting="HTAM_NEO4J_PASSWORD",
         ) from e
     except ClientError as e:
         driver.close()
         if "DatabaseNotFound" not in (e.code or ""):
-            raise UserError(f"Neo4j at {uri} refused the connection: {e.message}") from e
-        raise UserError(
+            raise StoreError(f"Neo4j at {uri} refused the connection: {e.message}", store=uri) from e
+        raise ConfigError(
             f"Neo4j at {uri} has no database {settings.neo4j_database!r}:"
-            " set HTAM_NEO4J_DATABASE (Community edition has only 'neo4j')"
+            " set HTAM_NEO4J_DATABASE (Community edition has only 'neo4j')",
+            setting="HTAM_NEO4J_DATABASE",
+            value=settings.neo4j_database,
         ) from e
     except (DriverError, Neo4jError, OSError) as e:
         driver.close()
-        raise UserError(
+        raise StoreError(
             f"cannot reach Neo4j at {uri} ({_one_line(e)}): start it with `htam db start`"
-            " or point HTAM_NEO4J_URI at a running server"
+            " or point HTAM_NEO4J_URI at a running server",
+            store=uri,
         ) from e
     return driver
 
@@ -116,25 +128,31 @@ def server_failure(e: BaseException, uri: str, doing: str) -> UserError | None:
     for a programming error (a Cypher syntax or constraint error stays a traceback)."""
     if server_gone(e):
         reason = _one_line(e)
-        return UserError(f"lost the connection to Neo4j at {uri} while {doing} ({reason}): is the server running?")
+        return StoreError(
+            f"lost the connection to Neo4j at {uri} while {doing} ({reason}): is the server running?", store=uri
+        )
     if isinstance(e, AuthError):
-        return UserError(f"Neo4j at {uri} no longer accepts the password while {doing}: set HTAM_NEO4J_PASSWORD")
+        return ConfigError(
+            f"Neo4j at {uri} no longer accepts the password while {doing}: set HTAM_NEO4J_PASSWORD",
+            setting="HTAM_NEO4J_PASSWORD",
+        )
     if isinstance(e, Forbidden):
-        return UserError(f"Neo4j at {uri} refused {doing}: {e.message}")
+        return StoreError(f"Neo4j at {uri} refused {doing}: {e.message}", store=uri)
     if not isinstance(e, Neo4jError):
         return None
     code = e.code or ""
     if "Memory" in code:  # MemoryPoolOutOfMemoryError, TransactionOutOfMemoryError, ...
-        return UserError(
+        return StoreError(
             f"Neo4j at {uri} ran out of transaction memory while {doing} ({code}): give the server a larger heap"
-            " (server.memory.heap.max_size)"
+            " (server.memory.heap.max_size)",
+            store=uri,
         )
     if isinstance(e, TransientError):
-        return UserError(f"Neo4j at {uri} is busy or unavailable while {doing} ({code}): try again")
+        return StoreError(f"Neo4j at {uri} is busy or unavailable while {doing} ({code}): try again", store=uri)
     if code.endswith((".Terminated", ".LockClientStopped", ".TransactionTimedOut")):
-        return UserError(f"Neo4j at {uri} ended the transaction while {doing} ({code}): try again")
+        return StoreError(f"Neo4j at {uri} ended the transaction while {doing} ({code}): try again", store=uri)
     if isinstance(e, DatabaseError):
-        return UserError(f"Neo4j at {uri} failed while {doing} ({code}: {_one_line(e)})")
+        return StoreError(f"Neo4j at {uri} failed while {doing} ({code}: {_one_line(e)})", store=uri)
     return None
 
 
@@ -193,7 +211,8 @@ def require_version(driver: neo4j.Driver, uri: str) -> None:
     """Refuse a server older than the Cypher the store's queries use."""
     version = server_version(driver)
     if version < MIN_VERSION:
-        raise UserError(
+        raise StoreError(
             f"Neo4j at {uri} is {'.'.join(map(str, version))}; htam-graph needs "
-            f"{'.'.join(map(str, MIN_VERSION))} or newer (docker/compose.yml runs 5.26)"
+            f"{'.'.join(map(str, MIN_VERSION))} or newer (docker/compose.yml runs 5.26)",
+            store=uri,
         )

@@ -26,7 +26,7 @@ from neo4j.exceptions import ServiceUnavailable, SessionExpired, TransientError
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_delay, wait_random_exponential
 
 from htam_graph.config import ScoringParams, Settings
-from htam_graph.errors import UserError
+from htam_graph.errors import StoreStateError, UserError
 from htam_graph.memory.models import (
     MAX_DISTANCE,
     MAX_EVIDENCE,
@@ -411,8 +411,9 @@ class Neo4jStore(MemoryStore):
             if not self._write("import_finish", token=token)[0]["finished"]:
                 raise _MarkReplaced()
         except _MarkReplaced:
-            raise UserError(
-                f"the import into {self.describe()} was stopped: a reset took the memory over while it ran"
+            raise StoreStateError(
+                f"the import into {self.describe()} was stopped: a reset took the memory over while it ran",
+                store=self.describe(),
             ) from None
         except BaseException as e:
             discarded = not (server_gone(e) or server_gone(e.__cause__)) and self._discard(e)
@@ -420,7 +421,9 @@ class Neo4jStore(MemoryStore):
             if failure is None:
                 raise  # a bug (or an interrupt): its traceback, after the discard
             if not discarded:
-                raise UserError(f"{failure}; the import did not finish: run `htam memory reset` to discard it") from e
+                raise failure.with_message(
+                    f"{failure}; the import did not finish: run `htam memory reset` to discard it"
+                ) from e
             raise failure from e
         log.info("imported %s into %s", source or "records", self.describe())
 

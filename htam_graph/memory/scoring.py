@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from pydantic import BaseModel, Field
 
 from htam_graph.config import ScoringParams
-from htam_graph.errors import UserError
+from htam_graph.errors import BadInput, StoreStateError
 from htam_graph.memory.models import GlobalNode, GlobalScore, StepUpdate, Transition
 
 
@@ -110,10 +110,12 @@ def attention_weights(prefix_len: int, lam: float) -> list[float]:
 def check_prefix(prefix: list[str], known: Iterable[str]) -> None:
     known = set(known)
     if not known:
-        raise UserError("the memory is empty: run `htam memory seed` first")
+        raise StoreStateError("the memory is empty: run `htam memory seed` first")
     for p in prefix:
         if p not in known:
-            raise UserError(f"unknown global {p!r} in prefix; known globals: {', '.join(sorted(known))}")
+            raise BadInput(
+                f"unknown global {p!r} in prefix; known globals: {', '.join(sorted(known))}", option="--prefix", value=p
+            )
 
 
 def score_globals(

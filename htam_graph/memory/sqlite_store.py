@@ -23,7 +23,7 @@ from typing import Any, ParamSpec, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from htam_graph.config import ScoringParams
-from htam_graph.errors import UserError
+from htam_graph.errors import StoreError
 from htam_graph.memory.models import (
     MAX_EVIDENCE,
     OTHER_WEIGHT,
@@ -123,7 +123,10 @@ def _user_errors(method: Callable[P, R]) -> Callable[P, R]:
         except sqlite3.Error as e:
             store = args[0]
             assert isinstance(store, SQLiteStore)
-            raise UserError(f"the local memory {store.path} failed: {e}; check the file or set HTAM_LOCAL_PATH") from e
+            raise StoreError(
+                f"the local memory {store.path} failed: {e}; check the file or set HTAM_LOCAL_PATH",
+                store=str(store.path),
+            ) from e
 
     return wrapper
 
@@ -164,7 +167,9 @@ class SQLiteStore(MemoryStore):
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(SCHEMA)
         except (OSError, sqlite3.Error) as e:
-            raise UserError(f"cannot open the local memory {self.path}: {e}; set HTAM_LOCAL_PATH") from e
+            raise StoreError(
+                f"cannot open the local memory {self.path}: {e}; set HTAM_LOCAL_PATH", store=str(self.path)
+            ) from e
 
     def close(self) -> None:
         self._db.close()
@@ -201,10 +206,11 @@ class SQLiteStore(MemoryStore):
         try:
             return model.model_validate_json(data)
         except ValidationError as e:
-            raise UserError(
+            raise StoreError(
                 f"the local memory {self.path} holds a {model.__name__} that does not validate"
                 f" ({e.errors()[0]['msg']}): it was edited or written by another version;"
-                " restore it from an export or run `htam memory reset`"
+                " restore it from an export or run `htam memory reset`",
+                store=str(self.path),
             ) from e
 
     def _all(self, model: type[M], sql: str, args: tuple = ()) -> list[M]:
@@ -310,7 +316,9 @@ class SQLiteStore(MemoryStore):
             for (data,) in self._db.execute(f"SELECT data FROM {section} ORDER BY {_ORDER[section]}"):
                 yield self._parse(model, data)
         except sqlite3.OperationalError as e:
-            raise UserError(f"the local memory {self.path} failed: {e}; check the file or set HTAM_LOCAL_PATH") from e
+            raise StoreError(
+                f"the local memory {self.path} failed: {e}; check the file or set HTAM_LOCAL_PATH", store=str(self.path)
+            ) from e
 
     def iter_records(self) -> Generator[SnapshotItem, None, None]:
         """In one read transaction: a consistent snapshot even while others write."""

@@ -16,7 +16,7 @@ from typing import ClassVar, Literal
 from pydantic import BaseModel
 
 from htam_graph.config import ScoringParams
-from htam_graph.errors import UserError
+from htam_graph.errors import BadInput, ConfigError, StoreStateError, UserError
 from htam_graph.memory.models import (
     SECTIONS,
     Counters,
@@ -91,7 +91,7 @@ class StepEffects(BaseModel):
         return cls(outcome=outcome, positive=outcome.reward > 0, edges=edges)
 
 
-class StepConflict(UserError):
+class StepConflict(BadInput):
     """A step id was recorded before with a different payload."""
 
 
@@ -112,23 +112,30 @@ def check_step_refs(step: StepUpdate, global_ids: set[str], local_parent: str | 
     run's) before anything is written: the same rules an import checks (SnapshotChecker)."""
     for g in [step.global_id, *step.prefix] if step.global_id is not None else []:
         if g not in global_ids:
-            raise UserError(f"step {step.id}: unknown global {g!r}; seed the memory or fix the id")
+            raise BadInput(f"step {step.id}: unknown global {g!r}; seed the memory or fix the id", value=g)
     if step.local_id is not None and local_parent is None:
-        raise UserError(f"step {step.id}: unknown local {step.local_id!r}; seed the memory or fix the id")
+        raise BadInput(
+            f"step {step.id}: unknown local {step.local_id!r}; seed the memory or fix the id", value=step.local_id
+        )
     if step.local_id is not None and local_parent != step.global_id:
-        raise UserError(f"step {step.id}: local {step.local_id!r} belongs to {local_parent!r}, not {step.global_id!r}")
+        raise BadInput(
+            f"step {step.id}: local {step.local_id!r} belongs to {local_parent!r}, not {step.global_id!r}",
+            value=step.local_id,
+        )
     if run_task is None:
-        raise UserError(f"step {step.id}: unknown run {step.run_id!r}; start the run first")
+        raise BadInput(f"step {step.id}: unknown run {step.run_id!r}; start the run first", value=step.run_id)
     if run_task != step.task_id:
-        raise UserError(f"step {step.id}: task {step.task_id!r} is not its run's task {run_task!r}")
+        raise BadInput(f"step {step.id}: task {step.task_id!r} is not its run's task {run_task!r}", value=step.task_id)
 
 
 def check_finite(scores: list[GlobalScore], params: ScoringParams) -> list[GlobalScore]:
     """Finite parameters can still overflow (alpha = 1e308): refuse rather than rank NaNs."""
     if not all(math.isfinite(s.score) and math.isfinite(s.base) for s in scores):
-        raise UserError(
+        raise ConfigError(
             f"scoring parameters {params.model_dump()} give non-finite scores; use smaller values"
-            " (HTAM_SCORING__* or the flags of `htam memory score`)"
+            " (HTAM_SCORING__* or the flags of `htam memory score`)",
+            setting="HTAM_SCORING",
+            value=params.model_dump(),
         )
     return scores
 
@@ -141,7 +148,7 @@ class PendingOperation(BaseModel):
     source: str = ""
 
 
-class UnfinishedOperation(UserError):
+class UnfinishedOperation(StoreStateError):
     """The memory holds an unfinished import or reset: nothing in it can be trusted."""
 
     def __init__(self, where: str, pending: PendingOperation) -> None:
@@ -150,7 +157,8 @@ class UnfinishedOperation(UserError):
         since = f"{pending.since:%Y-%m-%d %H:%M:%S %Z}"
         super().__init__(
             f"the memory at {where} has an unfinished {pending.kind}{of} (started {since}):"
-            f" unless it is still running, run `htam memory reset` {fix}"
+            f" unless it is still running, run `htam memory reset` {fix}",
+            store=where,
         )
         self.pending = pending
 
@@ -163,14 +171,14 @@ def checked_items(items: Iterable[SnapshotItem], counts: dict[Section, int] | No
         try:
             checker.add(section, record)
         except ValueError as e:
-            raise UserError(f"refusing the import: {e}") from e
+            raise BadInput(f"refusing the import: {e}") from e
         yield section, record
     try:
         found = checker.finish()
     except ValueError as e:
-        raise UserError(f"refusing the import: {e}") from e
+        raise BadInput(f"refusing the import: {e}") from e
     if counts is not None and found != counts:
-        raise UserError(f"refusing the import: the file changed while it was imported ({found} != {counts})")
+        raise BadInput(f"refusing the import: the file changed while it was imported ({found} != {counts})")
 
 
 class MemoryStore(ABC):
@@ -293,6 +301,7 @@ class MemoryStore(ABC):
             raise self.not_empty()
 
     def not_empty(self) -> UserError:
-        return UserError(
-            f"memory at {self.describe()} is not empty; run `htam memory reset` first or import into another store"
+        return StoreStateError(
+            f"memory at {self.describe()} is not empty; run `htam memory reset` first or import into another store",
+            store=self.describe(),
         )

@@ -25,7 +25,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from htam_graph.config import Settings, data_dir, load_settings
-from htam_graph.errors import UserError
+from htam_graph.errors import ConfigError
 from htam_graph.files import atomic_write
 from htam_graph.runner.models import BuildResult
 from htam_graph.runner.sandbox import python_env
@@ -71,7 +71,9 @@ def find_nvcc(settings: Settings | None = None) -> Path:
     toolkit of the CUDA runtime the system loads), then /usr/local/cuda."""
     if path := (settings or load_settings()).nvcc:
         if not path.is_file():
-            raise UserError(f"HTAM_NVCC={path} is not a file; point it at an nvcc executable")
+            raise ConfigError(
+                f"HTAM_NVCC={path} is not a file; point it at an nvcc executable", setting="HTAM_NVCC", value=path
+            )
         return path
     if on_path := shutil.which("nvcc"):
         return Path(on_path)
@@ -82,7 +84,9 @@ def find_nvcc(settings: Settings | None = None) -> Path:
     toolkit = Path("/usr/local/cuda/bin/nvcc")
     if toolkit.is_file():
         return toolkit
-    raise UserError("nvcc not found: set HTAM_NVCC, put nvcc on PATH, or `pip install htam-graph[nvcc]`")
+    raise ConfigError(
+        "nvcc not found: set HTAM_NVCC, put nvcc on PATH, or `pip install htam-graph[nvcc]`", setting="HTAM_NVCC"
+    )
 
 
 # nvcc_version's answers, by nvcc path; a sandboxed candidate's process, which cannot run
@@ -105,7 +109,11 @@ def _ask_nvcc_version(nvcc: Path) -> str:
     out = subprocess.run([str(nvcc), "--version"], capture_output=True, text=True, timeout=60, check=False)
     match = re.search(r"release \S+ V[\d.]+", out.stdout)
     if out.returncode != 0 or not match:
-        raise UserError(f"{nvcc} --version failed ({out.stderr.strip() or out.stdout.strip()}); check the CUDA install")
+        raise ConfigError(
+            f"{nvcc} --version failed ({out.stderr.strip() or out.stdout.strip()}); check the CUDA install",
+            setting="HTAM_NVCC",
+            value=nvcc,
+        )
     return match.group(0)
 
 

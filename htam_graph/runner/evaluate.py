@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from htam_graph.errors import UserError
+from htam_graph.errors import BadInput, CandidateError
 from htam_graph.runner import sandbox
 from htam_graph.runner.build import BuildSettings, build_cubin, gpu_arch
 from htam_graph.runner.builder import candidate_readable
@@ -88,7 +88,7 @@ class Evaluator:
         `progress` is called with each result as it arrives (from a worker thread). `config`:
         another one than the evaluator's for these jobs (e.g. reference_only)."""
         if not self._referees:
-            raise UserError("Evaluator is not started; use it as `with Evaluator() as ev:`")
+            raise BadInput("Evaluator is not started; use it as `with Evaluator() as ev:`")
         build = self.build.for_arch(self._referees[0].info().arch)
         jobs = [make_job(task, candidate, config or self.config, build) for task, candidate in pairs]
         results: list[EvalResult | None] = [None] * len(jobs)
@@ -215,5 +215,5 @@ def _read_candidate(candidate: CandidateLike) -> tuple[str, str | None]:
         return candidate, None
     path = Path(candidate)
     if not path.is_file():
-        raise UserError(f"{path}: no such candidate file; give a .py file defining ModelNew")
+        raise CandidateError(f"{path}: no such candidate file; give a .py file defining ModelNew", path=path)
     return path.read_text(encoding="utf-8"), str(path.resolve())

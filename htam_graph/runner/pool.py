@@ -11,7 +11,7 @@ import multiprocessing as mp
 from multiprocessing.connection import Connection
 from typing import Any
 
-from htam_graph.errors import UserError
+from htam_graph.errors import ConfigError
 from htam_graph.runner.gpulock import GpuLock
 from htam_graph.runner.jobs import Job, JobReply, RefereeInfo
 from htam_graph.runner.models import EvalResult
@@ -75,10 +75,11 @@ class Referee:
             if not isinstance(hello, RefereeInfo):
                 code = self.proc.exitcode
                 self._kill()
-                raise UserError(
+                raise ConfigError(
                     f"the GPU referee for cuda:{self.device_index} did not start "
                     f"({'exit code ' + str(code) if code is not None else 'no answer'}); "
-                    "check that torch sees the GPU (python -c 'import torch; print(torch.cuda.is_available())')"
+                    "check that torch sees the GPU (python -c 'import torch; print(torch.cuda.is_available())')",
+                    value=self.device_index,
                 )
             self._info = hello
             logger.info("referee %d ready on cuda:%d (%s)", hello.pid, self.device_index, hello.device)
@@ -143,7 +144,7 @@ def visible_gpu_count() -> int:
 
     count = torch.cuda.device_count()
     if count == 0:
-        raise UserError(
+        raise ConfigError(
             "no CUDA GPU is visible (torch.cuda.device_count() is 0): candidates run on a GPU; "
             "run this on a GPU machine (`htam eval --no-run` checks and builds without one)"
         )

@@ -427,9 +427,11 @@ def missing() -> str | None:
 def require() -> None:
     """Refuse to run generated code without the sandbox: one line, naming the flag."""
     if lack := missing():
-        from htam_graph.errors import UserError
+        from htam_graph.errors import ConfigError
 
-        raise UserError(f"cannot sandbox generated code: this machine lacks {lack}; {NO_SANDBOX_FLAG} accepts the risk")
+        raise ConfigError(
+            f"cannot sandbox generated code: this machine lacks {lack}; {NO_SANDBOX_FLAG} accepts the risk", value=lack
+        )
 
 
 def confine(policy: Policy) -> str:

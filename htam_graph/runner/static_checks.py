@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from itertools import pairwise
 
-from htam_graph.errors import UserError
+from htam_graph.errors import CandidateError
 from htam_graph.runner.formats import fold_string, module_strings
 from htam_graph.runner.models import CheatFinding, CheatKind
 from htam_graph.vocab import CANDIDATE_FORMATS
@@ -364,7 +364,7 @@ def static_check(source: str, task_dtype: str, fmt: str) -> list[CheatFinding]:
     A file that does not parse yields nothing here: loading it reports the error.
     """
     if fmt not in CANDIDATE_FORMATS:
-        raise UserError(f"unknown candidate format {fmt!r}; use one of {', '.join(CANDIDATE_FORMATS)}")
+        raise CandidateError(f"unknown candidate format {fmt!r}; use one of {', '.join(CANDIDATE_FORMATS)}", value=fmt)
     try:
         tree = ast.parse(source)
     except SyntaxError:

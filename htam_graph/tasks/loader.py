@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
-from htam_graph.errors import UserError
+from htam_graph.errors import TaskError
 
 if TYPE_CHECKING:
     import torch
@@ -60,15 +60,17 @@ class Task(BaseModel):
         module_name = f"htam_task_{uuid.uuid4().hex}"
         spec = importlib.util.spec_from_file_location(module_name, self.path)
         if spec is None or spec.loader is None:
-            raise UserError(f"{self.path}: cannot be imported as a Python module; check the file name")
+            raise TaskError(f"{self.path}: cannot be imported as a Python module; check the file name", path=self.path)
         module = importlib.util.module_from_spec(spec)
         # Registered only while it executes: dataclasses and pickling look the module up by name.
         sys.modules[module_name] = module
         try:
             spec.loader.exec_module(module)
         except Exception as exc:
-            raise UserError(
-                f"{self.path}: importing the task failed with {type(exc).__name__}: {exc}; fix the file"
+            raise TaskError(
+                f"{self.path}: importing the task failed with {type(exc).__name__}: {exc}; fix the file",
+                task=self.id,
+                path=self.path,
             ) from exc
         finally:
             sys.modules.pop(module_name, None)
@@ -97,18 +99,28 @@ def _validate(path: Path, source: str) -> None:
     try:
         tree = ast.parse(source, filename=str(path))
     except SyntaxError as exc:
-        raise UserError(
-            f"{path}:{exc.lineno}: syntax error ({exc.msg}); fix the Python syntax of the task file"
+        raise TaskError(
+            f"{path}:{exc.lineno}: syntax error ({exc.msg}); fix the Python syntax of the task file",
+            path=path,
+            line=exc.lineno,
         ) from exc
     definitions = {node.name: node for node in tree.body if isinstance(node, (ast.ClassDef, ast.FunctionDef))}
     for name, kind, what in _REQUIRED:
         node = definitions.get(name)
         if not isinstance(node, kind):
             where = f"line {node.lineno} defines {name!r} differently" if node else f"{name!r} is not defined"
-            raise UserError(f"{path}:{node.lineno if node else 1}: {where}; add {what} at module level")
+            raise TaskError(
+                f"{path}:{node.lineno if node else 1}: {where}; add {what} at module level",
+                path=path,
+                line=node.lineno if node else 1,
+            )
     model = definitions["Model"]
     if not any(isinstance(item, ast.FunctionDef) and item.name == "forward" for item in model.body):
-        raise UserError(f"{path}:{model.lineno}: class Model has no forward method; define forward(self, ...)")
+        raise TaskError(
+            f"{path}:{model.lineno}: class Model has no forward method; define forward(self, ...)",
+            path=path,
+            line=model.lineno,
+        )
 
 
 def _level_dir(path: Path, root: Path | None) -> tuple[Path, int] | None:
@@ -132,7 +144,7 @@ def load_task(path: Path | str, root: Path | str | None = None) -> Task:
     """
     path = Path(path).resolve()
     if not path.is_file():
-        raise UserError(f"{path}: no such task file; give the path of a KernelBench-format .py file")
+        raise TaskError(f"{path}: no such task file; give the path of a KernelBench-format .py file", path=path)
     source = path.read_text(encoding="utf-8")
     _validate(path, source)
     root = Path(root).resolve() if root is not None else None
@@ -193,12 +205,16 @@ def load_tasks(root: Path | str, pattern: str | None = None) -> list[Task]:
     elif root.is_dir():
         tasks = [load_task(p, root) for p in _task_files(root)]
     else:
-        raise UserError(f"{root}: no such file or folder; give a task file or a KernelBench folder")
+        raise TaskError(f"{root}: no such file or folder; give a task file or a KernelBench folder", path=root)
     if pattern:
         tasks = [t for t in tasks if matches(t, pattern)]
     if not tasks:
         suffix = f" matching {pattern!r}" if pattern else ""
-        raise UserError(f"{root}: no task files{suffix}; expected <id>_<Name>.py files (e.g. level1/19_ReLU.py)")
+        raise TaskError(
+            f"{root}: no task files{suffix}; expected <id>_<Name>.py files (e.g. level1/19_ReLU.py)",
+            task=pattern,
+            path=root,
+        )
     return sorted(tasks, key=_sort_key)
 
 
@@ -223,11 +239,11 @@ def resolve_task(spec: str | Path, root: Path | str | None = None) -> Task:
         return found[0]
     if found:
         names = ", ".join(t.id for t in found[:10])
-        raise UserError(f"task {text!r} is ambiguous: it matches {names}; give the full id")
+        raise TaskError(f"task {text!r} is ambiguous: it matches {names}; give the full id", task=text)
     close = difflib.get_close_matches(text, [t.id for t in suite] + [t.name for t in suite], n=5, cutoff=0.4)
     hint = f"; did you mean {', '.join(close)}?" if close else "; run `htam tasks list` to see the ids"
     where = "the built-in suite" if root is None else str(root)
-    raise UserError(f"no task {text!r} in {where} and no such file{hint}")
+    raise TaskError(f"no task {text!r} in {where} and no such file{hint}", task=text)
 
 
 def task_dtype(module: ModuleType) -> torch.dtype:
@@ -242,6 +258,7 @@ def task_dtype(module: ModuleType) -> torch.dtype:
     for value in inputs:
         if isinstance(value, torch.Tensor) and value.is_floating_point():
             return value.dtype
-    raise UserError(
-        f"{module.__file__}: get_inputs() returns no floating-point tensor; the runner needs one to pick tolerances"
+    raise TaskError(
+        f"{module.__file__}: get_inputs() returns no floating-point tensor; the runner needs one to pick tolerances",
+        path=module.__file__,
     )

@@ -16,7 +16,7 @@ from htam_graph.analytics import cypher_source
 from htam_graph.analytics.cypher_source import CypherSource
 from htam_graph.analytics.record_source import RecordSource
 from htam_graph.config import ScoringParams
-from htam_graph.errors import UserError
+from htam_graph.errors import BadInput
 from htam_graph.memory.models import RunConfig, RunRecord, StepUpdate, TaskRecord
 from htam_graph.memory.queries import checked
 from htam_graph.memory.store import MemoryStore
@@ -144,16 +144,19 @@ def _check_content(t: dict[str, pd.DataFrame]) -> None:
 
 @pytest.mark.parametrize("call", [analytics.transitions, analytics.globals_, analytics.runs])
 def test_a_negative_min_count_is_a_user_error(local_store, call):
-    with pytest.raises(UserError, match="min_count must be 0 or more"):
+    with pytest.raises(BadInput, match="min_count must be 0 or more") as err:
         call(local_store, -1)
+    assert (err.value.option, err.value.value) == ("--min-count", -1)
 
 
 def test_unknown_run_or_global_is_a_user_error(local_store):
     fill(local_store)
-    with pytest.raises(UserError, match="no run 'nope'"):
+    with pytest.raises(BadInput, match="no run 'nope'.*`htam stats runs` lists them") as err:
         analytics.trajectory(local_store, "nope")
-    with pytest.raises(UserError, match="no global 'nope'"):
+    assert (err.value.option, err.value.value) == ("--run", "nope")
+    with pytest.raises(BadInput, match="no global 'nope'") as err:
         analytics.history(local_store, "nope")
+    assert err.value.value == "nope"
 
 
 def test_utilities_are_the_policys_distance_one_scores(local_store):

@@ -395,7 +395,7 @@ def test_bad_input_is_one_error_before_anything_is_written(extra, message, finis
     given = [str(bad) if a == "BAD" else str(finished[0]) if a == "FINISHED" else a for a in extra]
     base = ["bench", *TASKS, "--llm", "script", "--script", str(SCRIPT), "--evaluator", "stand-in", "--out", str(out)]
     result = CliRunner().invoke(cli, [*base, *given])
-    assert isinstance(result.exception, UserError), result.output
+    assert isinstance(result.exception, UserError) and result.exception.exit_code == 2, result.output
     assert message in str(result.exception)
     assert not out.exists() and manifest.read_bytes() == before
 

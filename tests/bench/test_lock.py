@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from htam_graph.bench.plan import exclusive
-from htam_graph.errors import UserError
+from htam_graph.errors import BadInput
 
 
 def test_a_held_folder_refuses_a_second_bench_and_frees_on_release(tmp_path: Path) -> None:
     lock = tmp_path / "out" / ".lock"
     second = exclusive(lock, "--out out", wait=False)
-    with exclusive(lock, "--out out", wait=False), pytest.raises(UserError, match="in use by another htam bench"):
+    with exclusive(lock, "--out out", wait=False), pytest.raises(BadInput, match="in use by another htam bench"):
         second.__enter__()
     with exclusive(lock, "--out out", wait=False):  # free again
         pass

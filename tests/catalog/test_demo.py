@@ -17,7 +17,7 @@ import pytest
 from htam_graph.catalog import DEMO_REPLAY
 from htam_graph.config import Settings
 from htam_graph.demo import DemoOptions, run_demo
-from htam_graph.errors import UserError
+from htam_graph.errors import BadInput
 from htam_graph.loop.evaluators import (
     REFERENCE_ONLY,
     RecordingEvaluator,
@@ -63,14 +63,16 @@ def test_a_recorded_demo_replays_step_for_step(tmp_path: Path) -> None:
     assert replayed.evaluator == "replay" and replayed.device.startswith("replay of")
     assert [t.model_dump() for t in replayed.transitions] == [t.model_dump() for t in recorded.transitions]
     # a task that was not recorded: its first candidate has no result in the file
-    with pytest.raises(UserError, match=r"level1/7_Softmax.*htam demo --record .*demo\.json\.gz"):
+    with pytest.raises(BadInput, match=r"level1/7_Softmax.*htam demo --record .*demo\.json\.gz") as err:
         unrecorded = DemoOptions(tasks=["level1/7_Softmax"], steps=1, out=tmp_path / "c")
         run_demo(unrecorded, Settings(), ReplayEvaluator(replay))
+    assert (err.value.option, err.value.value, err.value.path) == ("--replay", "level1/7_Softmax", replay)
 
 
 def test_a_missing_replay_file_says_how_to_record_one(tmp_path: Path) -> None:
-    with pytest.raises(UserError, match="htam demo --record"):
+    with pytest.raises(BadInput, match="htam demo --record") as err:
         ReplayEvaluator(tmp_path / "nothing.json.gz")
+    assert err.value.path == tmp_path / "nothing.json.gz"
 
 
 def test_the_demo_command_leaves_a_memory_that_htam_memory_show_reads(tmp_path: Path) -> None:

@@ -149,16 +149,16 @@ def test_reset_asks_first(tmp_path, local):
 
 @pytest.mark.neo4j
 @pytest.mark.parametrize(
-    "env, message",
+    "env, message, code",
     [
-        ({"HTAM_NEO4J_PASSWORD": "wrong-password"}, "rejected the password of user 'neo4j'"),
-        ({"HTAM_NEO4J_URI": "bolt://127.0.0.1:1"}, "cannot reach Neo4j at bolt://127.0.0.1:1"),
-        ({"HTAM_NEO4J_DATABASE": "nosuchdb"}, "no database 'nosuchdb'"),
+        ({"HTAM_NEO4J_PASSWORD": "wrong-password"}, "rejected the password of user 'neo4j'", 2),
+        ({"HTAM_NEO4J_URI": "bolt://127.0.0.1:1"}, "cannot reach Neo4j at bolt://127.0.0.1:1", 3),  # StoreError
+        ({"HTAM_NEO4J_DATABASE": "nosuchdb"}, "no database 'nosuchdb'", 2),
     ],
 )
-def test_neo4j_misconfiguration_is_a_clear_error(tmp_path, neo4j_store, env, message):
+def test_neo4j_misconfiguration_is_a_clear_error(tmp_path, neo4j_store, env, message, code):
     r = htam("memory", "seed", cwd=tmp_path, env={**neo4j_env(), **env})
-    assert r.returncode == 2, r.stderr
+    assert r.returncode == code, r.stderr
     assert message in r.stderr and r.stderr.strip().count("\n") == 0
     assert neo4j_store.counts()["globals"] == 0  # nothing written
 

@@ -9,7 +9,7 @@ import time
 import pytest
 from pydantic import BaseModel, Field
 
-from htam_graph.errors import UserError
+from htam_graph.errors import BackendError, ConfigError
 from htam_graph.llm.anthropic_client import AnthropicClient
 from htam_graph.llm.base import InvalidAnswer, LLMUnavailable, Prompt, RequestRejected
 from htam_graph.loop.clients import make_client
@@ -167,21 +167,26 @@ def test_check_looks_the_model_up(anthropic_server: FakeAnthropic) -> None:
 
 
 def test_check_names_an_unknown_model(anthropic_server: FakeAnthropic) -> None:
-    with pytest.raises(UserError, match=r"has no model 'claude-nope'.*HTAM_LLM__MODEL"):
+    with pytest.raises(ConfigError, match=r"has no model 'claude-nope'.*HTAM_LLM__MODEL") as err:
         client(anthropic_server, model="claude-nope").check()
+    assert (err.value.setting, err.value.value) == ("HTAM_LLM__MODEL", "claude-nope")
     assert len(anthropic_server.requests) == 1
 
 
 def test_check_names_a_rejected_key_without_retrying(anthropic_server: FakeAnthropic) -> None:
-    with pytest.raises(UserError, match=r"rejected the API key \(401: invalid x-api-key\); set ANTHROPIC_API_KEY"):
+    with pytest.raises(
+        ConfigError, match=r"rejected the API key \(401: invalid x-api-key\); set ANTHROPIC_API_KEY"
+    ) as err:
         client(anthropic_server, api_key="wrong").check()
+    assert err.value.setting == "ANTHROPIC_API_KEY" and err.value.value is None  # never the key
     assert len(anthropic_server.requests) == 1
 
 
 def test_check_names_an_unreachable_endpoint() -> None:
     url = closed_port_url()
-    with pytest.raises(UserError, match=rf"anthropic at {url}.*no answer.*HTAM_LLM__BASE_URL"):
+    with pytest.raises(BackendError, match=rf"anthropic at {url}.*no answer.*HTAM_LLM__BASE_URL") as err:
         make_client(settings("anthropic", url, max_retries=1)).check()
+    assert (err.value.backend, err.value.exit_code) == ("anthropic", 4)
 
 
 def test_the_key_defaults_to_the_sdk_variable(anthropic_server: FakeAnthropic, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -191,8 +196,9 @@ def test_the_key_defaults_to_the_sdk_variable(anthropic_server: FakeAnthropic, m
 
 
 def test_a_missing_key_is_a_user_error_before_any_request() -> None:
-    with pytest.raises(UserError, match="no API key for the anthropic backend: set ANTHROPIC_API_KEY"):
+    with pytest.raises(ConfigError, match="no API key for the anthropic backend: set ANTHROPIC_API_KEY") as err:
         make_client(settings("anthropic", closed_port_url(), api_key=None))
+    assert err.value.setting == "ANTHROPIC_API_KEY"
 
 
 def test_an_unpriced_model_reports_an_unknown_cost(
@@ -245,7 +251,7 @@ def test_retries_run_out_as_llm_unavailable(anthropic_server: FakeAnthropic, cap
 
 
 @pytest.mark.parametrize(
-    ("status", "error"), [(400, RequestRejected), (401, UserError), (403, UserError), (404, UserError)]
+    ("status", "error"), [(400, RequestRejected), (401, ConfigError), (403, BackendError), (404, ConfigError)]
 )
 def test_client_errors_are_not_retried(anthropic_server: FakeAnthropic, status: int, error: type[Exception]) -> None:
     anthropic_server.queue(anthropic_server.error(status, "no"), anthropic_message(text_block("never sent")))

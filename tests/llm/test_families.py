@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from htam_graph.errors import UserError
+from htam_graph.errors import ConfigError
 from htam_graph.llm.family import detect_family, plan_requests
 from htam_graph.llm.settings import LLMSettings
 from htam_graph.loop.clients import make_client
@@ -52,10 +52,12 @@ def test_the_family_is_detected_from_the_model_name(backend: str, model: str, fa
 def test_the_family_setting_overrides_and_is_checked_against_the_backend() -> None:
     plan = plan_requests(LLMSettings(backend="openai", model="my-r1-finetune", family="chat"), "my-r1-finetune")
     assert (plan.family, plan.reasoning, plan.completion_limit(300)) == ("chat", False, 300)
-    with pytest.raises(UserError, match="not a family of the openai backend"):
+    with pytest.raises(ConfigError, match="not a family of the openai backend") as err:
         plan_requests(LLMSettings(backend="openai", model="x", family="anthropic-thinking"), "x")
-    with pytest.raises(UserError, match="does not accept a forced tool call"):
+    assert (err.value.setting, err.value.value) == ("HTAM_LLM__FAMILY", "anthropic-thinking")
+    with pytest.raises(ConfigError, match="does not accept a forced tool call") as err:
         plan_requests(LLMSettings(backend="openai", structured_mode="tool"), "deepseek-reasoner")
+    assert (err.value.setting, err.value.value) == ("HTAM_LLM__STRUCTURED_MODE", "tool")
 
 
 def test_openai_reasoning_model(tmp_path: Path) -> None:

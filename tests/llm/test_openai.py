@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel, Field
 
-from htam_graph.errors import UserError
+from htam_graph.errors import BackendError, ConfigError
 from htam_graph.llm.base import InvalidAnswer, Prompt, RequestRejected
 from htam_graph.llm.openai_client import OpenAIClient
 from htam_graph.loop.clients import make_client
@@ -177,33 +177,35 @@ def test_check_lists_the_models(openai_server: FakeOpenAI) -> None:
 
 def test_check_names_an_unknown_model_and_what_is_served(openai_server: FakeOpenAI) -> None:
     with pytest.raises(
-        UserError, match=r"has no model 'r2' \(it serves: deepseek-reasoner, other-model\); set HTAM_LLM"
-    ):
+        ConfigError, match=r"has no model 'r2' \(it serves: deepseek-reasoner, other-model\); set HTAM_LLM"
+    ) as err:
         client(openai_server, model="r2").check()
+    assert (err.value.setting, err.value.value) == ("HTAM_LLM__MODEL", "r2")
 
 
 def test_check_names_a_rejected_key(openai_server: FakeOpenAI) -> None:
     with pytest.raises(
-        UserError, match=r"rejected the API key \(401: Incorrect API key provided\); set OPENAI_API_KEY"
+        ConfigError, match=r"rejected the API key \(401: Incorrect API key provided\); set OPENAI_API_KEY"
     ):
         client(openai_server, api_key="wrong").check()
     assert len(openai_server.requests) == 1
 
 
 def test_check_names_an_unreachable_endpoint() -> None:
-    with pytest.raises(UserError, match=r"openai at .*no answer: Connection error.*HTAM_LLM__BASE_URL"):
+    with pytest.raises(BackendError, match=r"openai at .*no answer: Connection error.*HTAM_LLM__BASE_URL") as err:
         make_client(settings("openai", closed_port_url() + "/v1", max_retries=0)).check()
+    assert err.value.backend == "openai" and err.value.model is not None
 
 
 def test_the_model_is_required() -> None:
-    with pytest.raises(UserError, match="the openai backend needs a model: set HTAM_LLM__MODEL"):
+    with pytest.raises(ConfigError, match="the openai backend needs a model: set HTAM_LLM__MODEL"):
         make_client(settings("openai", "http://127.0.0.1:1/v1", model=None))
 
 
 def test_the_key_defaults_to_the_sdk_variable(openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
     client(openai_server, api_key=None).check()
-    with pytest.raises(UserError, match="set OPENAI_API_KEY or HTAM_LLM__API_KEY"):
+    with pytest.raises(ConfigError, match="set OPENAI_API_KEY or HTAM_LLM__API_KEY"):
         monkeypatch.delenv("OPENAI_API_KEY")
         client(openai_server, api_key=None)
 
@@ -232,13 +234,14 @@ def test_a_malformed_body_is_retried(openai_server: FakeOpenAI) -> None:
 
 def test_an_exhausted_quota_is_not_retried(openai_server: FakeOpenAI) -> None:
     openai_server.queue(openai_server.error(429, "You exceeded your current quota", code="insufficient_quota"))
-    with pytest.raises(UserError, match=r"refused the account \(429: You exceeded your current quota\)"):
+    with pytest.raises(BackendError, match=r"refused the account \(429: You exceeded your current quota\)") as err:
         client(openai_server).complete(PROMPT)
+    assert (err.value.backend, err.value.status) == ("openai", 429)
     assert len(openai_server.generation_requests()) == 1
 
 
 @pytest.mark.parametrize(
-    ("status", "error"), [(400, RequestRejected), (401, UserError), (403, UserError), (404, UserError)]
+    ("status", "error"), [(400, RequestRejected), (401, ConfigError), (403, BackendError), (404, ConfigError)]
 )
 def test_client_errors_are_not_retried(openai_server: FakeOpenAI, status: int, error: type[Exception]) -> None:
     openai_server.queue(openai_server.error(status, "no"), chat_completion("never sent"))

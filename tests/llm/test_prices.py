@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from htam_graph.errors import UserError
+from htam_graph.errors import BadInput
 from htam_graph.llm.prices import Price, find_price, load_prices, priced_usage
 
 
@@ -63,10 +63,11 @@ def test_a_user_file_adds_and_overrides(tmp_path: Path, name: str) -> None:
 def test_a_bad_price_file_is_a_user_error_naming_the_field(tmp_path: Path, content: str, message: str) -> None:
     path = tmp_path / "prices.yaml"
     path.write_text(content)
-    with pytest.raises(UserError, match=rf"price file {path}.*{message}.*HTAM_LLM__PRICES"):
+    with pytest.raises(BadInput, match=rf"price file {path}.*{message}.*HTAM_LLM__PRICES") as err:
         load_prices(path)
+    assert err.value.path == path
 
 
 def test_a_missing_price_file(tmp_path: Path) -> None:
-    with pytest.raises(UserError, match="No such file or directory; fix the file or HTAM_LLM__PRICES"):
+    with pytest.raises(BadInput, match="No such file or directory; fix the file or HTAM_LLM__PRICES"):
         load_prices(tmp_path / "nope.yaml")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from htam_graph.errors import UserError
+from htam_graph.errors import BadInput
 from htam_graph.llm.base import Completion, InvalidAnswer, Prompt, Usage
 from htam_graph.llm.script import ScriptClient, ScriptWriter
 from htam_graph.llm.settings import LLMSettings
@@ -66,10 +66,13 @@ def test_running_out_names_the_file_and_the_template(tmp_path: Path) -> None:
     script = write(tmp_path / "run.yaml", "responses:\n  - {template: generate, text: only one}\n")
     client = ScriptClient(script)
     client.complete(GENERATE)
-    with pytest.raises(UserError, match=rf"script {script} has no more responses for template 'generate' \(1 given\)"):
+    with pytest.raises(BadInput, match=r"add responses to it or shorten the run") as err:
         client.complete(GENERATE)
-    with pytest.raises(UserError, match="template 'plan' \\(0 given\\)"):
+    assert (err.value.option, err.value.value, err.value.path) == ("--script", "generate", script)
+    assert f"script {script} has no more responses for template 'generate' (1 given)" in str(err.value)
+    with pytest.raises(BadInput, match="template 'plan' \\(0 given\\)") as err:
         client.structured(PLAN, Plan)
+    assert err.value.value == "plan"
 
 
 def test_a_json_script_is_read_too(tmp_path: Path) -> None:
@@ -115,17 +118,19 @@ responses:
 )
 def test_a_bad_script_is_a_user_error_naming_the_problem(tmp_path: Path, content: str, message: str) -> None:
     script = write(tmp_path / "run.yaml", content)
-    with pytest.raises(UserError, match=message):
+    with pytest.raises(BadInput, match=message) as err:
         ScriptClient(script)
+    assert str(err.value.path).endswith(".py" if "missing.py" in message else "run.yaml")
 
 
 def test_a_missing_script_file(tmp_path: Path) -> None:
-    with pytest.raises(UserError, match="No such file or directory"):
+    with pytest.raises(BadInput, match="No such file or directory") as err:
         ScriptClient(tmp_path / "nope.yaml")
+    assert err.value.path == tmp_path / "nope.yaml"
 
 
 def test_the_script_backend_needs_a_file() -> None:
-    with pytest.raises(UserError, match=r"the script backend needs a script file of responses \(--script PATH\)"):
+    with pytest.raises(BadInput, match=r"the script backend needs a script file of responses \(--script PATH\)"):
         make_client(LLMSettings(backend="script"))
 
 
@@ -138,8 +143,9 @@ def test_the_catalog_backend_is_the_strategy_catalog() -> None:
     assert tuned.model == "catalog-v1"
     tuned.check()
     expected = r"^the strategy catalog is catalog-v1 or catalog-space-v1; --model gpt-x is not one"
-    with pytest.raises(UserError, match=expected):
+    with pytest.raises(BadInput, match=expected) as err:
         make_client(LLMSettings(backend="catalog", model="gpt-x")).check()
+    assert (err.value.option, err.value.value) == ("--model", "gpt-x")
 
 
 def test_the_writer_round_trips_a_run(tmp_path: Path) -> None:

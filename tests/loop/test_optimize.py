@@ -166,25 +166,25 @@ def test_a_run_killed_mid_step_resumes_to_the_same_memory(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "args, env, message",
+    "args, env, message, code",
     [
-        ([], {"ANTHROPIC_API_KEY": ""}, "ANTHROPIC_API_KEY"),
-        ([], {"HTAM_LLM__MODEL": "claude-nope"}, "claude-nope"),
-        ([], {"HTAM_LLM__BASE_URL": closed_port_url()}, "no answer"),
-        (["--resume", "no-such-run"], {}, "no such run"),
-        ([], {"HTAM_STORE": "neo4j", "HTAM_NEO4J_URI": "bolt://127.0.0.1:1"}, "cannot reach Neo4j"),
-        (["--llm", "script"], {}, "--script"),
-        (["--llm", "catalog", "--model", "gpt-x"], {}, "the strategy catalog is catalog-v1"),
+        ([], {"ANTHROPIC_API_KEY": ""}, "ANTHROPIC_API_KEY", 2),
+        ([], {"HTAM_LLM__MODEL": "claude-nope"}, "claude-nope", 2),
+        ([], {"HTAM_LLM__BASE_URL": closed_port_url()}, "no answer", 4),  # BackendError
+        (["--resume", "no-such-run"], {}, "no such run", 2),
+        ([], {"HTAM_STORE": "neo4j", "HTAM_NEO4J_URI": "bolt://127.0.0.1:1"}, "cannot reach Neo4j", 3),  # StoreError
+        (["--llm", "script"], {}, "--script", 2),
+        (["--llm", "catalog", "--model", "gpt-x"], {}, "the strategy catalog is catalog-v1", 2),
     ],
 )
-def test_bad_input_is_one_line_before_any_work(args, env, message, tmp_path):
+def test_bad_input_is_one_line_before_any_work(args, env, message, code, tmp_path):
     store = seeded_local(tmp_path / "m.sqlite")
     with KernelWritingAnthropic({MODEL}) as server:
         full = {**local_env(store), **anthropic_env(server), **env}
         r = htam("optimize", TASK, "--evaluator", "stand-in", "--out", str(tmp_path / "runs"), *args, cwd=tmp_path,
                  env=full)  # fmt: skip
         generated = server.generation_requests()
-    assert r.returncode == 2, r.stderr
+    assert r.returncode == code, r.stderr
     assert r.stderr.startswith("error: ") and r.stderr.strip().count("\n") == 0 and message in r.stderr, r.stderr
     assert not generated and not (tmp_path / "runs").exists()
 

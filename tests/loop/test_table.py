@@ -13,7 +13,7 @@ import pytest
 from htam_graph.bench.record import META, ROWS, TABLE, record
 from htam_graph.catalog.families import recognize
 from htam_graph.catalog.space import build_space
-from htam_graph.errors import UserError
+from htam_graph.errors import BadInput
 from htam_graph.loop.evaluators import StandInEvaluator
 from htam_graph.loop.table import TableEvaluator
 from htam_graph.memory.outcome import step_outcome
@@ -54,13 +54,15 @@ def test_a_kernel_outside_the_table_is_an_error_naming_it() -> None:
     source = build_space(recognize(task.source), task.id).candidates[
         build_space(recognize(task.source), task.id).base.key
     ]
-    with pytest.raises(UserError, match=r"holds no kernel \w+ for level1/19_ReLU \(knobs block=64"):
+    with pytest.raises(BadInput, match=r"holds no kernel \w+ for level1/19_ReLU \(knobs block=64") as err:
         judge.evaluate(
             task, source.replace("block=(256,)", "block=(64,)").replace('"knobs": {}', '"knobs": {"block": 64}')
         )
+    assert (err.value.option, err.value.value, err.value.path) == ("--replay", task.id, H200)
     other = resolve_task("level1/11_GELU")
-    with pytest.raises(UserError, match="holds no kernel"):
+    with pytest.raises(BadInput, match="holds no kernel") as err:
         judge.evaluate(other, source)
+    assert err.value.value == "level1/11_GELU"
 
 
 def test_timings_are_drawn_from_the_recorded_trials_per_run() -> None:

@@ -11,7 +11,7 @@ import pytest
 
 import htam_graph
 from htam_graph.config import ScoringParams
-from htam_graph.errors import UserError
+from htam_graph.errors import BadInput
 from htam_graph.memory import neo4j_driver
 from htam_graph.memory import neo4j_store as neo4j_store_module
 from htam_graph.memory.neo4j_store import Neo4jStore
@@ -66,7 +66,7 @@ def test_the_store_runs_every_query_with_its_declared_parameters(neo4j_store, mo
         seeded(store)
         store.record_step(make_step(0, [G[0]], G[1], 0.5))
         store.record_step(make_step(0, [G[0]], G[1], 0.5))  # a replay: the stored branch
-        with pytest.raises(UserError, match="unknown run"):  # no row: step_check says why
+        with pytest.raises(BadInput, match="unknown run"):  # no row: step_check says why
             store.record_step(make_step(1, [G[0]], G[1], 0.5, run="no-such-run"))
         store.score([G[0]], ScoringParams())
         store.score([G[0]], ScoringParams(), "elementwise")

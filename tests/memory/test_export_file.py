@@ -9,7 +9,7 @@ import json
 import pytest
 
 from htam_graph.config import ScoringParams
-from htam_graph.errors import UserError
+from htam_graph.errors import BadInput, ConfigError
 from htam_graph.memory import export_file
 from htam_graph.memory.export_file import ExportFile, write_export
 from htam_graph.memory.models import GlobalScore, MemorySnapshot
@@ -51,8 +51,9 @@ def test_a_version_2_record_longer_than_the_limit_is_refused(tmp_path, monkeypat
     path.write_text(
         json.dumps({"format": "htam-graph/memory", "version": 2, "tasks": [{"id": "t", "name": "x" * 500}]})
     )
-    with pytest.raises(UserError, match="a record longer than 100 characters"):
+    with pytest.raises(BadInput, match="a record longer than 100 characters") as err:
         ExportFile(path).check()
+    assert err.value.path == path
 
 
 @pytest.mark.parametrize(
@@ -79,5 +80,5 @@ def test_a_snapshot_in_memory_is_checked_like_a_file(snapshot, change, message):
 def test_non_finite_scores_are_refused():
     ok = GlobalScore(global_id="a", base=0.5, transition=0.1, score=0.35)
     assert check_finite([ok], ScoringParams()) == [ok]
-    with pytest.raises(UserError, match="give non-finite scores"):
+    with pytest.raises(ConfigError, match="give non-finite scores"):
         check_finite([ok, ok.model_copy(update={"score": float("inf")})], ScoringParams())

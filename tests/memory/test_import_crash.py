@@ -76,8 +76,9 @@ def resume(process: subprocess.Popen[str]) -> subprocess.CompletedProcess[str]:
     return subprocess.CompletedProcess(process.args, process.returncode, out, err)
 
 
-def one_line_error(r: subprocess.CompletedProcess[str], *fragments: str) -> None:
-    assert r.returncode == 2, (r.stdout, r.stderr)
+def one_line_error(r: subprocess.CompletedProcess[str], *fragments: str, code: int = 2) -> None:
+    """One `error: ...` line; exit 2 (StoreStateError: an unfinished import), 3 (StoreError: the server went away)."""
+    assert r.returncode == code, (r.stdout, r.stderr)
     assert r.stderr.startswith("error: ") and r.stderr.strip().count("\n") == 0, r.stderr
     for fragment in fragments:
         assert fragment in r.stderr, r.stderr
@@ -186,7 +187,7 @@ def test_killing_the_server_mid_import_and_mid_export(disposable_server, exporte
     client = paused(f"import:{total_records(exported) // 2}", "memory", "import", str(exported), env=env, cwd=tmp_path)
     assert info.pid is not None
     os.kill(info.pid, signal.SIGKILL)
-    one_line_error(resume(client), "lost the connection to Neo4j", REFUSED)
+    one_line_error(resume(client), "lost the connection to Neo4j", REFUSED, code=3)
 
     restart()
     every_command_refuses(env, tmp_path, exported, everything=False)
@@ -196,5 +197,5 @@ def test_killing_the_server_mid_import_and_mid_export(disposable_server, exporte
     client = paused("export:20", "memory", "export", "-o", str(out), env=env, cwd=tmp_path)
     pid = int((tmp_path / "neo4j-home" / "launcher.pid").read_text())
     os.kill(pid, signal.SIGKILL)
-    one_line_error(resume(client), "lost the connection to Neo4j", "while reading the memory")
+    one_line_error(resume(client), "lost the connection to Neo4j", "while reading the memory", code=3)
     assert not out.exists() and not list(tmp_path.glob(".again.jsonl.*"))  # no half-written export

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from htam_graph.config import ScoringParams
-from htam_graph.errors import UserError
+from htam_graph.errors import BadInput
 from htam_graph.memory.models import GlobalNode, Transition
 from htam_graph.memory.scoring import attention_weights, score_globals
 
@@ -76,5 +76,6 @@ def test_attention_weights_decay_and_normalise():
 
 
 def test_unknown_prefix_global_is_rejected():
-    with pytest.raises(UserError, match="unknown global 'zz'"):
+    with pytest.raises(BadInput, match="unknown global 'zz'") as err:
         score_globals([node("a")], {}, ["zz"], ScoringParams())
+    assert (err.value.option, err.value.value) == ("--prefix", "zz")

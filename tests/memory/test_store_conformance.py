@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from htam_graph.config import ScoringParams
-from htam_graph.errors import UserError
+from htam_graph.errors import BadInput, StoreStateError
 from htam_graph.memory.models import (
     MAX_EVIDENCE,
     RunConfig,
@@ -129,15 +129,16 @@ def test_bad_step_is_rejected_and_writes_nothing(store, bad, message):
     seeded(store)
     before = store.export()
     step = make_step(0, [G[0]], G[1], 0.5).model_copy(update=bad)
-    with pytest.raises(UserError, match=message):
+    with pytest.raises(BadInput, match=message) as err:
         store.record_step(step)
+    assert err.value.value == (bad["prefix"][0] if "prefix" in bad else next(iter(bad.values())))
     assert store.export() == before
 
 
 def test_local_must_belong_to_the_chosen_global(store):
     seeded(store)
     step = make_step(0, [], G[1], 0.5).model_copy(update={"local_id": LOCAL_OF[G[2]]})
-    with pytest.raises(UserError, match="belongs to"):
+    with pytest.raises(BadInput, match="belongs to"):
         store.record_step(step)
 
 
@@ -160,7 +161,7 @@ def test_score_matches_python_reference(store):
 
 def test_score_rejects_unknown_prefix_global(store):
     seeded(store)
-    with pytest.raises(UserError, match="unknown global 'bogus'"):
+    with pytest.raises(BadInput, match="unknown global 'bogus'"):
         store.score([G[0], "bogus"], ScoringParams())
 
 
@@ -186,8 +187,9 @@ def test_export_import_round_trip_is_exact(store, local_store, tmp_path):
 def test_import_refuses_a_non_empty_store(store):
     seeded(store)
     snap = store.export()
-    with pytest.raises(UserError, match="not empty"):
+    with pytest.raises(StoreStateError, match="not empty; run `htam memory reset` first") as err:
         store.import_snapshot(snap)
+    assert err.value.store == store.describe()
 
 
 def test_reset_empties_everything(store):

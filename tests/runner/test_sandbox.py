@@ -264,8 +264,9 @@ def test_without_the_sandbox_the_same_attack_gets_through(monkeypatch, lab, tmp_
 
 def test_a_missing_feature_is_one_line_naming_the_flag(monkeypatch):
     monkeypatch.setattr(sandbox, "landlock_abi", lambda: 0)
-    with pytest.raises(htam_graph.errors.UserError) as caught:
+    with pytest.raises(htam_graph.errors.ConfigError) as caught:
         sandbox.require()
+    assert caught.value.exit_code == 2 and "Landlock" in str(caught.value.value)
     message = str(caught.value)
     assert "\n" not in message and "Landlock" in message and sandbox.NO_SANDBOX_FLAG in message
 

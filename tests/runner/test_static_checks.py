@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from htam_graph.errors import UserError
+from htam_graph.errors import CandidateError
 from htam_graph.runner.formats import static_cuda_sources
 from htam_graph.runner.models import CheatKind
 from htam_graph.runner.static_checks import static_check
@@ -406,8 +406,9 @@ def test_unparsable_source_is_left_to_the_loader() -> None:
 
 
 def test_unknown_format_is_a_user_error() -> None:
-    with pytest.raises(UserError, match="format"):
+    with pytest.raises(CandidateError, match="unknown candidate format 'triton'; use one of") as err:
         static_check("", "float32", "triton")
+    assert err.value.value == "triton"
 
 
 # ------------------------------------------------------------------ KernelBench format

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from htam_graph.errors import UserError
+from htam_graph.errors import TaskError
 from htam_graph.tasks import builtin_suite_dir, exec_source, load_task, load_tasks, resolve_task, task_dtype
 
 VALID = '''\
@@ -97,8 +97,9 @@ def test_task_dtype_reads_the_first_floating_input():
 
 def test_task_dtype_without_a_floating_input_is_a_user_error(tmp_path):
     path = write(tmp_path / "ints.py", VALID.replace("torch.rand(4, 4)", "torch.arange(4)"))
-    with pytest.raises(UserError, match="no floating-point tensor"):
+    with pytest.raises(TaskError, match="no floating-point tensor") as err:
         task_dtype(load_task(path).load_module())
+    assert err.value.path == str(path)
 
 
 # ---------------------------------------------------------------- malformed files
@@ -106,10 +107,10 @@ def test_task_dtype_without_a_floating_input_is_a_user_error(tmp_path):
 
 def test_syntax_error_names_file_and_line(tmp_path):
     path = write(tmp_path / "1_Broken.py", VALID.replace("def forward(self, x):", "def forward(self, x)"))
-    with pytest.raises(UserError) as err:
+    with pytest.raises(TaskError) as err:
         load_task(path)
-    assert str(path) in str(err.value)
-    assert ":10:" in str(err.value) and "syntax error" in str(err.value)
+    assert (err.value.path, err.value.line) == (path, 10)
+    assert f"{path}:10: syntax error" in str(err.value)
 
 
 @pytest.mark.parametrize(
@@ -121,36 +122,41 @@ def test_syntax_error_names_file_and_line(tmp_path):
 )
 def test_missing_function_names_file_and_piece(tmp_path, cut, missing):
     path = write(tmp_path / "2_Partial.py", VALID.replace(cut, ""))
-    with pytest.raises(UserError) as err:
+    with pytest.raises(TaskError) as err:
         load_task(path)
+    assert err.value.path == path
     message = str(err.value)
     assert str(path) in message and repr(missing) in message and f"def {missing}()" in message
 
 
 def test_missing_model_names_file_and_piece(tmp_path):
     path = write(tmp_path / "3_NoModel.py", VALID.replace("class Model(", "class Network("))
-    with pytest.raises(UserError, match=r"3_NoModel\.py:1: 'Model' is not defined; add class Model"):
+    with pytest.raises(TaskError, match=r"3_NoModel\.py:1: 'Model' is not defined; add class Model") as err:
         load_task(path)
+    assert (err.value.path, err.value.line) == (path, 1)
 
 
 def test_model_without_forward_is_reported_at_its_line(tmp_path):
     path = write(tmp_path / "4_NoForward.py", VALID.replace("def forward(self, x):", "def run(self, x):"))
-    with pytest.raises(UserError, match=r"4_NoForward\.py:6: class Model has no forward method"):
+    with pytest.raises(TaskError, match=r"class Model has no forward method; define forward") as err:
         load_task(path)
+    assert (err.value.path, err.value.line) == (path, 6)
 
 
 def test_import_failure_names_the_file(tmp_path):
     path = write(tmp_path / "5_BadImport.py", "import no_such_module_htam\n" + VALID)
     task = load_task(path)
-    with pytest.raises(UserError, match=r"5_BadImport\.py: importing the task failed with ModuleNotFoundError"):
+    with pytest.raises(TaskError, match=r"5_BadImport\.py: importing the task failed with ModuleNotFoundError") as err:
         task.load_module()
+    assert (err.value.task, err.value.path) == (task.id, task.path)
 
 
 def test_a_malformed_file_in_a_folder_fails_the_listing(tmp_path):
     write(tmp_path / "level1" / "1_Good.py", VALID)
     write(tmp_path / "level1" / "2_Bad.py", VALID.replace("def get_inputs", "def get_input"))
-    with pytest.raises(UserError, match=r"2_Bad\.py.*'get_inputs'"):
+    with pytest.raises(TaskError, match="'get_inputs'") as err:
         load_tasks(tmp_path)
+    assert err.value.path == tmp_path / "level1" / "2_Bad.py"
 
 
 # ---------------------------------------------------------------- layouts and filters
@@ -192,12 +198,15 @@ def test_pattern_filters_by_glob_or_substring():
 
 
 def test_nothing_found_is_a_user_error(tmp_path):
-    with pytest.raises(UserError, match="no task files"):
+    with pytest.raises(TaskError, match="no task files") as err:
         load_tasks(tmp_path)
-    with pytest.raises(UserError, match="matching 'no-such-task'"):
+    assert (err.value.path, err.value.task) == (tmp_path, None)
+    with pytest.raises(TaskError, match="matching 'no-such-task'") as err:
         load_tasks(builtin_suite_dir(), "no-such-task")
-    with pytest.raises(UserError, match="no such file or folder"):
+    assert err.value.task == "no-such-task"
+    with pytest.raises(TaskError, match="no such file or folder; give a task file or a KernelBench folder") as err:
         load_tasks(tmp_path / "missing")
+    assert err.value.path == tmp_path / "missing"
 
 
 # ---------------------------------------------------------------- lookup and import
@@ -214,24 +223,27 @@ def test_resolve_by_id_name_substring_and_path():
 
 
 def test_resolve_ambiguous_lists_the_matches():
-    with pytest.raises(UserError) as err:
+    with pytest.raises(TaskError) as err:
         resolve_task("matmul")
-    assert "ambiguous" in str(err.value)
+    assert err.value.task == "matmul" and "ambiguous" in str(err.value)
     assert "level1/1_Square_matmul" in str(err.value) and "level1/2_Batched_matmul" in str(err.value)
 
 
 def test_resolve_unknown_suggests_close_matches():
-    with pytest.raises(UserError, match="did you mean.*Softmax"):
+    with pytest.raises(TaskError, match="did you mean.*Softmax") as err:
         resolve_task("Sofmax")
-    with pytest.raises(UserError, match="no such task file"):
+    assert err.value.task == "Sofmax"
+    with pytest.raises(TaskError, match="no such task file") as err:
         resolve_task("missing_task.py")
+    assert err.value.path == Path("missing_task.py").resolve()
 
 
 def test_resolve_in_another_root(tmp_path):
     write(tmp_path / "level1" / "5_Double.py", VALID)
     assert resolve_task("Double", tmp_path).id == "level1/5_Double"
-    with pytest.raises(UserError, match=str(tmp_path)):
+    with pytest.raises(TaskError, match=str(tmp_path)) as err:
         resolve_task("ReLU", tmp_path)
+    assert err.value.task == "ReLU"
 
 
 def test_load_module_gives_a_fresh_module_and_leaves_sys_modules_alone():

@@ -120,7 +120,8 @@ class RecordingWriter(LLMClient):
     """Writes kernel n at the n-th generate call, notes and the first offered strategy;
     keeps every prompt it was sent."""
 
-    name: ClassVar[str] = "openai"  # an LLM backend: the loop asks it for notes
+    name: ClassVar[str] = "openai"
+    writes_reflections: ClassVar[bool] = True  # as a language model does: the loop asks it for notes
     model = "recording"
 
     def __init__(self) -> None:

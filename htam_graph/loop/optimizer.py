@@ -349,16 +349,9 @@ class Optimizer:
             scores=update.scores,
             probabilities={s.global_id: s.probability or 0.0 for s in direction.scores},
             offered=direction.offered,
-            global_id=update.global_id,
-            local_id=update.local_id,
             local_fallback=direction.local_fallback,
             calls=self._calls,
             attempts=attempts,
-            verdict=feedback.verdict,
-            speedup=speedup,
-            best_before=best_before,
-            best_after=best_after,
-            note=note,
             update=update,
         )
 

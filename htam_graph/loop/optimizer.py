@@ -60,6 +60,7 @@ from htam_graph.memory.models import (
     best_step,
     utcnow,
 )
+from htam_graph.memory.outcome import reward_base
 from htam_graph.memory.store import MemoryStore
 from htam_graph.policy.policy import SoftmaxPolicy, with_probabilities
 from htam_graph.runner.models import EvalResult, Feedback
@@ -313,15 +314,10 @@ class Optimizer:
         best_before = state.best.speedup
         speedup = feedback.speedup_eager if feedback.verdict == Verdict.OK and _trusted(final.result) else None
         best_after = max(best_before, speedup) if speedup is not None else best_before
-        # reward_from = fastest: while the reference is the best, the reward's base is the fastest
-        # correct kernel the step built on; parent: the kernel the step modified, signed, with a
-        # dead-band (docs/method.md, "Reward and counters")
-        fastest = state.fastest.speedup if state.fastest is not None else None
-        base_before = fastest if self.params.reward_from == "fastest" and fastest and fastest < best_before else None
-        deadband = None
-        if self.params.reward_from == "parent":
-            base_before = fastest if state.best.source is None and fastest is not None else best_before
-            deadband = self.params.deadband
+        # what the reward is measured against (memory/outcome.py holds the whole reward rule)
+        base_before, deadband = reward_base(
+            self.params.reward_from, best_before, state.base.speedup, self.params.deadband
+        )
         note = self._reflect(direction, final, feedback, best_before, best_after)
         update = StepUpdate(
             id=f"{self.run_record.id}:{index}",
@@ -353,16 +349,9 @@ class Optimizer:
             scores=update.scores,
             probabilities={s.global_id: s.probability or 0.0 for s in direction.scores},
             offered=direction.offered,
-            global_id=update.global_id,
-            local_id=update.local_id,
             local_fallback=direction.local_fallback,
             calls=self._calls,
             attempts=attempts,
-            verdict=feedback.verdict,
-            speedup=speedup,
-            best_before=best_before,
-            best_after=best_after,
-            note=note,
             update=update,
         )
 

@@ -10,8 +10,9 @@ answer in the script backend's format, so `--llm script` replays the run exactly
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
-from pydantic import BaseModel, Field, computed_field
+from pydantic import BaseModel, Field, computed_field, model_validator
 
 from htam_graph.files import atomic_write as atomic_write  # the loop's writers import it from here
 from htam_graph.llm.base import Completion, Prompt, Usage
@@ -57,8 +58,13 @@ class Attempt(BaseModel):
     result: EvalResult | None = Field(description="None when there was no candidate to judge")
 
 
+# What a step record reads from its update (records written before held copies of them).
+FROM_UPDATE = ("global_id", "local_id", "verdict", "speedup", "best_before", "best_after", "note")
+
+
 class StepRecord(BaseModel):
-    """Everything one step did, as persisted in steps/NNN.json."""
+    """Everything one step did, as persisted in steps/NNN.json: the step's StepUpdate (what
+    the memory holds, written once) beside what the memory does not keep."""
 
     index: int
     started_at: datetime
@@ -70,17 +76,70 @@ class StepRecord(BaseModel):
         description="the globals the backend said it could act on, the only ones the method could choose "
         "(P(g) = 0 for the others); None: all of them",
     )
-    global_id: str | None
-    local_id: str | None
     local_fallback: bool = Field(False, description="the local was taken by score after invalid answers")
     calls: list[CallRecord]
     attempts: list[Attempt]
-    verdict: Verdict
-    speedup: float | None
-    best_before: float
-    best_after: float
-    note: str
-    update: StepUpdate = Field(description="what the step wrote to the memory")
+    update: StepUpdate = Field(
+        description="what the step wrote to the memory: its direction, verdict, speedup, the run's best before "
+        "and after it, its reward and its note (the properties below read them there)"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_update(cls, data: Any) -> Any:
+        """A record written before these fields lived only in `update` (a resumed run's older
+        steps) still loads: its copies must agree with `update`, and are dropped."""
+        if not isinstance(data, dict) or not any(key in data for key in FROM_UPDATE):
+            return data
+        update = data.get("update")
+        if update is None:
+            return data  # the field validator says it is missing
+        update = update if isinstance(update, StepUpdate) else StepUpdate.model_validate(update)
+        for key in FROM_UPDATE:
+            if key in data and data[key] != getattr(update, key):
+                raise ValueError(
+                    f"step {data.get('index')}: {key} {data[key]!r} disagrees with the step's update "
+                    f"({getattr(update, key)!r}); the record was changed after it was written"
+                )
+        return {**{k: v for k, v in data.items() if k not in FROM_UPDATE}, "update": update}
+
+    @model_validator(mode="after")
+    def _bests(self) -> StepRecord:
+        if self.update.best_before is None or self.update.best_after is None:
+            raise ValueError("a step record's update holds the run's best speedup before and after the step")
+        return self
+
+    @property
+    def global_id(self) -> str | None:
+        return self.update.global_id
+
+    @property
+    def local_id(self) -> str | None:
+        return self.update.local_id
+
+    @property
+    def verdict(self) -> Verdict:
+        return self.update.verdict
+
+    @property
+    def speedup(self) -> float | None:
+        return self.update.speedup
+
+    @property
+    def best_before(self) -> float:
+        best = self.update.best_before
+        assert best is not None  # _bests
+        return best
+
+    @property
+    def best_after(self) -> float:
+        best = self.update.best_after
+        assert best is not None  # _bests
+        return best
+
+    @property
+    def note(self) -> str:
+        return self.update.note
 
     @property
     def usage(self) -> Usage:

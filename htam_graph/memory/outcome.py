@@ -1,14 +1,16 @@
 """What one step's verdict writes into the memory: its reward and the counters it moves.
 
-One function, `step_outcome`, maps a verdict (and the run's best speedup before and after
-the step) to both, so a rejected candidate can never score like a correct one and every
-failure is counted under its own kind. docs/method.md ("Reward") has the table.
+The whole reward rule lives here (docs/method.md, "Reward and counters"): `reward_base`
+picks what an ok step's speedup is measured against (scoring.reward_from), and
+`step_outcome` maps a verdict (and the run's best speedup before and after the step, and
+that base) to the reward and the counters, so a rejected candidate can never score like a
+correct one and every failure is counted under its own kind.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Annotated
+from typing import Annotated, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -58,6 +60,35 @@ COUNTER_NAMES: tuple[str, ...] = tuple(Counters.model_fields)
 class Outcome(BaseModel):
     reward: float = Field(ge=-1.0, le=1.0)
     counters: Counters
+
+
+# scoring.reward_from (htam_graph/config.py: ScoringParams)
+RewardFrom = Literal["best", "fastest", "parent"]
+
+
+class RewardBase(NamedTuple):
+    """What a step's reward is measured against, as its StepUpdate records it."""
+
+    base_before: float | None
+    deadband: float | None
+
+
+def reward_base(reward_from: RewardFrom, best_before: float, built_on: float, deadband: float) -> RewardBase:
+    """The base of an ok step's reward (scoring.reward_from, docs/method.md), given the run's
+    best speedup before the step and the speedup of the kernel the step built on (the run's
+    best, or while the reference is the best, its fastest correct kernel).
+
+    best (HTAM's reward): no base_before, so step_outcome measures against best_before.
+    fastest: the kernel built on when it is slower than the best (the reference's 1.0), else
+    none. parent: the kernel built on, with the dead-band (a signed reward, 0 within it).
+    """
+    if reward_from == "best":
+        return RewardBase(None, None)
+    if reward_from == "fastest":
+        return RewardBase(built_on if 0 < built_on < best_before else None, None)
+    if reward_from == "parent":
+        return RewardBase(built_on, deadband)
+    raise ValueError(f"unknown reward_from {reward_from!r}: best, fastest or parent")
 
 
 def step_outcome(

@@ -61,7 +61,7 @@ def _by_hand(out: Path) -> pd.DataFrame:
     for folder in sorted((out / "runs").iterdir()):
         run = json.loads((folder / "run.json").read_text())["run"]
         steps = _steps(folder)
-        speedups = [s["attempts"][-1]["result"]["speedup_eager"] for s in steps if s["verdict"] == "ok"]
+        speedups = [s["attempts"][-1]["result"]["speedup_eager"] for s in steps if s["update"]["verdict"] == "ok"]
         cost = sum(call["usage"]["cost_usd"] for s in steps for call in s["calls"])
         rows.append({"method": run["method"], "seed": run["seed"], "best": max(speedups, default=None), "cost": cost})
     runs = pd.DataFrame(rows)
@@ -132,7 +132,7 @@ def test_the_policys_draws_agree_with_the_step_records(finished):
             if not drawable:  # flat and feedback draw no global direction
                 assert pd.isna(row["p_chosen"]) and pd.isna(row["draw_entropy"])
                 continue
-            assert row["p_chosen"] == pytest.approx(drawable[record["global_id"]])
+            assert row["p_chosen"] == pytest.approx(drawable[record["update"]["global_id"]])
             scores = [record["scores"][g] for g in drawable]
             assert row["score_spread"] == pytest.approx(max(scores) - min(scores))
             n = len(drawable)

@@ -223,4 +223,4 @@ def test_a_script_of_kernels_alone_leaves_strategies_and_notes_to_the_memory(tmp
     assert [t["verdict"] for t in summary["trajectory"]] == ["ok"] * 6  # step 4 compiled on its repair
     step4 = json.loads((Path(summary["folder"]) / "steps" / "003.json").read_text())
     assert [a["result"]["verdict"] for a in step4["attempts"]] == ["compile_error", "ok"]
-    assert step4["local_fallback"] and "level1/7_Softmax: ok" in step4["note"]
+    assert step4["local_fallback"] and "level1/7_Softmax: ok" in step4["update"]["note"]

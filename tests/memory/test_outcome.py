@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from htam_graph.memory.outcome import FAILURE_COUNTER, STEP_VERDICTS, step_outcome
+from htam_graph.memory.outcome import FAILURE_COUNTER, STEP_VERDICTS, RewardBase, reward_base, step_outcome
 from htam_graph.vocab import Verdict
 
 
@@ -66,3 +66,40 @@ def test_a_base_above_the_best_is_refused_and_a_failure_is_minus_one_with_any_ba
     with pytest.raises(ValueError, match="must not exceed best_before"):
         step_outcome(Verdict.OK, 1.0, 1.0, 0.9, base_before=1.2)
     assert step_outcome(Verdict.INCORRECT, 1.0, 1.0, base_before=0.25).reward == -1.0
+
+
+# reward_base(reward_from, best_before, built_on, deadband): the speedup of the kernel the step
+# built on is the run's best, or while the reference (1.0) is the best, its fastest correct kernel.
+@pytest.mark.parametrize(
+    "best_before, built_on",
+    [(1.0, 1.0), (1.0, 0.25), (1.5, 1.5)],  # the reference; the fastest kernel below it; a kernel that beat it
+)
+def test_with_best_the_base_is_the_runs_best(best_before, built_on):
+    assert reward_base("best", best_before, built_on, 0.03) == RewardBase(base_before=None, deadband=None)
+
+
+@pytest.mark.parametrize(
+    "best_before, built_on, base_before",
+    [
+        (1.0, 0.25, 0.25),  # the fastest kernel, slower than the reference
+        (1.0, 1.0, None),  # nothing correct yet: the reference's 1.0, the best itself
+        (1.5, 1.5, None),  # a kernel beat the reference: HTAM's reward
+    ],
+)
+def test_with_fastest_the_base_is_the_fastest_kernel_while_below_the_best(best_before, built_on, base_before):
+    assert reward_base("fastest", best_before, built_on, 0.03) == RewardBase(base_before, None)
+    if base_before is not None:  # what step_outcome then measures against: twice it earns +1
+        assert step_outcome(Verdict.OK, best_before, best_before, 2 * base_before, base_before).reward == 1.0
+
+
+@pytest.mark.parametrize("best_before, built_on", [(1.0, 0.25), (1.0, 1.0), (1.5, 1.5), (1.2, 1.2)])
+def test_with_parent_the_base_is_the_kernel_built_on_with_the_deadband(best_before, built_on):
+    base = reward_base("parent", best_before, built_on, 0.05)
+    assert base == RewardBase(base_before=built_on, deadband=0.05)
+    for speedup, reward in [(built_on / 2, -1.0), (built_on * 1.01, 0.0)]:  # signed; 0 within the dead-band
+        assert step_outcome(Verdict.OK, best_before, max(best_before, speedup), speedup, *base).reward == reward
+
+
+def test_an_unknown_reward_from_is_refused():
+    with pytest.raises(ValueError, match="unknown reward_from"):
+        reward_base("median", 1.0, 1.0, 0.03)  # type: ignore[arg-type]

@@ -18,6 +18,7 @@ FAST_IGNORE = \
 	--ignore=tests/memory/test_import_crash.py \
 	--deselect=tests/loop/test_table.py::test_a_train_test_comparison_runs_and_reports_paired_differences \
 	--deselect=tests/loop/test_table.py::test_a_replay_bench_of_htam_and_its_controls_runs_on_the_cpu \
+	--deselect=tests/loop/test_table.py::test_flat_learns_its_memory_in_a_train_test_comparison \
 	--deselect=tests/runner/test_timed_inputs.py::test_every_timed_trial_sees_fresh_inputs_in_full \
 	--deselect=tests/runner/test_compare.py::test_a_large_output_is_never_copied_whole
 

@@ -45,6 +45,10 @@ DEFAULT_METHODS = "htam,flat,feedback"
 DEFAULT_OUT = Path("htam-bench")
 EVALUATORS = ["auto", "gpu", "stand-in", "replay"]
 
+# The methods a train/test comparison trains: htam and its ablations (the seed bank's HTG and
+# their evidence), and flat, whose memory is the steps it retrieves from (docs/method.md).
+LEARNS = MEMORY_METHODS | {Method.FLAT}
+
 
 @click.command()
 @click.argument("suite", nargs=-1)
@@ -284,9 +288,9 @@ def _train_test(
             "--train/--test learn their memory on the --train tasks: give no --memory-from with them",
             option="--memory-from",
         )
-    memory = [m for m in chosen if m in MEMORY_METHODS]
+    memory = [m for m in chosen if m in LEARNS]
     if not memory:
-        names = ", ".join(sorted(m.value for m in MEMORY_METHODS))
+        names = ", ".join(sorted(m.value for m in LEARNS))
         raise BadInput(
             f"--train/--test compare memories: --method needs at least one memory method ({names})", option="--method"
         )

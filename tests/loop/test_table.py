@@ -183,3 +183,21 @@ def test_a_train_test_comparison_runs_and_reports_paired_differences(tmp_path: P
         bad = htam("bench", *extra, *args[:-2], "--out", str(tmp_path / "bad"), env=env)
         assert bad.returncode == 2 and message in bad.stderr, bad.stderr
         assert not (tmp_path / "bad").exists()
+
+
+def test_flat_learns_its_memory_in_a_train_test_comparison(tmp_path: Path) -> None:
+    """flat's memory is the steps it retrieves: a train/test comparison trains it as it trains
+    htam, so htam trained is compared with flat trained (the fair control) and flat fresh."""
+    train, test = tmp_path / "train.txt", tmp_path / "test.txt"
+    train.write_text("level1/7_Softmax\n")
+    test.write_text("level1/8_LogSoftmax\n")
+    out = tmp_path / "mv"
+    args = [
+        "--llm", "catalog", "--evaluator", "replay", "--replay", str(H200), "--seeds", "1", "--steps", "2",
+        "--workers", "1", "--no-compile-reference", "--out", str(out),
+    ]  # fmt: skip
+    done = htam("bench", "--train", str(train), "--test", str(test), "--method", "flat,random", *args, env={})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert set(pd.read_parquet(out / "trained/results/runs.parquet")["method"]) == {"flat"}
+    result = json.loads((out / "memory-value.json").read_text())
+    assert {(p["a"], p["b"]) for p in result["paired"]} == {("flat (trained)", "random"), ("flat (trained)", "flat")}

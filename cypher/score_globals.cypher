@@ -1,5 +1,6 @@
 // Transition-attended scores of every :Global for a prefix of recent globals, conditioned
-// on the evidence of the steps of tasks of operator family $family (null: pooled).
+// on the evidence of the steps of tasks of operator family $family (null: pooled), of its
+// tasks of shape class $shape_class only when that is not null.
 // $prefix: global ids, most recent first, already truncated to K; $lam, $alpha, $beta.
 //   B(g)    = (reward_sum + alpha * prior) / (attempts + alpha)
 //   B_f(g)  = (R_f(g) + alpha * B(g)) / (n_f(g) + alpha)        B(g) when n_f(g) = 0
@@ -17,6 +18,7 @@ WITH g, prefix, norm,
      (g.reward_sum + $alpha * g.prior) / (g.attempts + $alpha) AS pooled
 CALL (g) {
   OPTIONAL MATCH (t:Task {family: $family})
+  WHERE $shape_class IS NULL OR t.shape_class = $shape_class
   OPTIONAL MATCH (s:Step {task_id: t.id, global_id: g.id})
   RETURN count(s) AS nf, coalesce(sum(s.reward), 0.0) AS rf,
          collect([coalesce(s.prefix, []), s.reward]) AS fsteps

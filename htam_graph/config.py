@@ -60,6 +60,12 @@ class ScoringParams(BaseModel):
         description="htam and its ablations condition their evidence on the task's operator family (docs/method.md, "
         '"Conditioning on the operator family"); false pools it over families, as htam-no-family does',
     )
+    by_shape: bool = Field(
+        False,
+        description="with by_family: the evidence of the tasks of the same operator family and shape class "
+        "(TaskRecord.shape_class), the family's when that cell has no step yet (docs/method.md, \"Conditioning on the "
+        'shape class"); off by default, as the cells are sparse',
+    )
     deadband: float = Field(
         0.03,
         ge=0.0,

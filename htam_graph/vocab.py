@@ -54,6 +54,30 @@ class OperatorFamily(StrEnum):
     ATTENTION = "attention"
 
 
+class ShapeClass(StrEnum):
+    """A task's coarse problem size: the bytes its reference moves (the judge's roofline count,
+    runner/referee/roofline.moved_bytes) against the H200's 50 MB L2 cache (docs/method.md,
+    "Conditioning on the shape class")."""
+
+    SMALL = "small"  # fits in L2: launch latency and cache bandwidth decide
+    MEDIUM = "medium"  # 1-10x L2: DRAM-bound, but a fused second pass may still find its data in L2
+    LARGE = "large"  # over 10x L2: DRAM streaming decides; every extra pass costs its full DRAM time
+
+
+L2_BYTES = 50_000_000  # the H200's (and H100's) L2 cache
+MEDIUM_FROM = L2_BYTES  # more than this: medium
+LARGE_FROM = 10 * L2_BYTES  # more than this: large
+
+
+def shape_class_of(moved_bytes: int | None) -> ShapeClass | None:
+    """The shape class of a task whose reference moves `moved_bytes` (None, or 0: unknown)."""
+    if not moved_bytes:
+        return None
+    if moved_bytes > LARGE_FROM:
+        return ShapeClass.LARGE
+    return ShapeClass.MEDIUM if moved_bytes > MEDIUM_FROM else ShapeClass.SMALL
+
+
 class Method(StrEnum):
     """How a run chooses its next step: HTAM, its ablations and the paper's baselines."""
 

@@ -19,7 +19,7 @@ from htam_graph.memory.models import Section
 from htam_graph.memory.seed import load_seed_bank
 from htam_graph.memory.store import MemoryStore
 from htam_graph.policy.policy import with_probabilities
-from htam_graph.vocab import OperatorFamily
+from htam_graph.vocab import OperatorFamily, ShapeClass
 
 
 @click.group()
@@ -163,11 +163,18 @@ def _show_transitions(store: MemoryStore, as_json: bool) -> None:
     help="Condition on this operator family's evidence, as htam does for a task of it (default: pooled, as "
     "htam-no-family).",
 )
+@click.option(
+    "--shape-class",
+    type=click.Choice([c.value for c in ShapeClass]),
+    help="With --family: only that family's tasks of this shape class, as htam with HTAM_SCORING__BY_SHAPE does.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def score(prefix: str, family: str | None, as_json: bool, **overrides: float | None) -> None:
+def score(prefix: str, family: str | None, shape_class: str | None, as_json: bool, **overrides: float | None) -> None:
     """Transition-attended score S(g) and policy probability P(g) of every global for a
     prefix of recently chosen globals (computed by Cypher in Neo4j, in Python locally),
-    pooled or conditioned on an operator family (docs/method.md)."""
+    pooled or conditioned on an operator family and shape class (docs/method.md)."""
+    if shape_class is not None and family is None:
+        raise UserError("--shape-class narrows a family's evidence: give --family too")
     cfg = settings()
     given = {k: v for k, v in overrides.items() if v is not None}
     try:
@@ -181,19 +188,23 @@ def score(prefix: str, family: str | None, as_json: bool, **overrides: float | N
         ) from None
     path = [p.strip() for p in prefix.split(",") if p.strip()]
     with open_store(cfg) as store:
-        scores = sorted(with_probabilities(store.score(path, params, family), params.tau), key=lambda s: -s.score)
+        scored = store.score(path, params, family, shape_class)
+    scores = sorted(with_probabilities(scored, params.tau), key=lambda s: -s.score)
     if as_json:
+        shape = {} if shape_class is None else {"shape_class": shape_class}
         print_json(
             {
                 "prefix": path,
                 "family": family,
+                **shape,
                 "params": params.model_dump(),
                 "scores": [s.model_dump() for s in scores],
             }
         )
         return
+    shape_text = f" ({shape_class})" if shape_class else ""
     print_table(
-        f"Scores after prefix {' <- '.join(path) or '(empty)'}, {family or 'every'} family  "
+        f"Scores after prefix {' <- '.join(path) or '(empty)'}, {family or 'every'} family{shape_text}  "
         f"(K={params.K} lam={params.lam} alpha={params.alpha} beta={params.beta} tau={params.tau})",
         ["global", "B_f(g)" if family else "B(g)", "transition", "S(g)", "P(g)"],
         [(s.global_id, s.base, s.transition, s.score, s.probability) for s in scores],

@@ -168,6 +168,9 @@ class Optimizer:
         self.family = self.context.family  # recorded with the task, whatever the method
         by_family = manifest.run.method in BY_FAMILY and manifest.run.config.scoring.by_family
         self.condition_on = self.family if by_family else None
+        self.shape_class = self.context.shape_class  # recorded with the task, whatever the method
+        by_shape = by_family and manifest.run.config.scoring.by_shape
+        self.shape_on = self.shape_class if by_shape and self.family is not None else None
         self.run_record = manifest.run
         self.method = self.run_record.method
         self.params: ScoringParams = self.run_record.config.scoring
@@ -190,7 +193,13 @@ class Optimizer:
     def run(self) -> RunSummary:
         self.store.start_run(
             self.run_record,
-            TaskRecord(id=self.task.id, name=self.task.name, sha256=self.task.sha256, family=self.family),
+            TaskRecord(
+                id=self.task.id,
+                name=self.task.name,
+                sha256=self.task.sha256,
+                family=self.family,
+                shape_class=self.shape_class,
+            ),
         )
         self.steps = load_steps(self.folder)
         self.start = self._start_kernel()
@@ -441,10 +450,19 @@ class Optimizer:
             direction.local = views[recorded.local_id]
         return direction
 
+    def _shape_cell(self) -> str | None:
+        """The shape class this step's evidence is conditioned on besides the family
+        (docs/method.md, "Conditioning on the shape class"): the task's when by_shape is on
+        and its (family, shape class) cell has steps; else None, the family's evidence."""
+        if self.shape_on is None:
+            return None
+        return self.shape_on if self.store.family_evidence(self.condition_on, self.shape_on).globals else None
+
     def _choose_direction(self, state: StepState, recorded: RecordedChoice | None) -> Direction:
         if self.method in SCORED:
             prefix = [] if self.method == Method.HTAM_NO_PREFIX else self._prefix()
-            scores = self.store.score(prefix, self.params, self.condition_on)
+            cell = self._shape_cell()
+            scores = self.store.score(prefix, self.params, self.condition_on, shape_class=cell)
             offered = self._offered(state, [s.global_id for s in scores])
             scores = with_probabilities(scores, self.params.tau, offered)
             replayed = [s for s in scores if recorded is not None and s.global_id == recorded.global_id]
@@ -457,12 +475,12 @@ class Optimizer:
                 transitions=self._transitions(glob.id, prefix),
             )
             if self.method in CHOOSES_LOCAL:
-                evidence = self.store.family_evidence(self.condition_on)
+                evidence = self.store.family_evidence(self.condition_on, cell)
                 locals_ = self._fitting([LocalView.of(loc, evidence) for loc in self.store.get_locals(glob.id)])
                 direction.local, direction.local_fallback = self._choose_local(state, direction, locals_)
             return direction
         if self.method == Method.HTAM_NO_HIERARCHY:
-            evidence = self.store.family_evidence(self.condition_on)
+            evidence = self.store.family_evidence(self.condition_on, self._shape_cell())
             views = self._fitting([LocalView.of(loc, evidence) for loc in self.store.get_locals()])
             offered = self._offered(state, [v.global_id for v in views])
             if offered is not None:

@@ -15,7 +15,7 @@ from htam_graph.memory.models import Evidence, GlobalNode, GlobalScore, LocalNod
 from htam_graph.memory.outcome import COUNTER_NAMES, Counters
 from htam_graph.memory.scoring import FamilyEvidence, shrink
 from htam_graph.runner.models import EvalResult, Feedback, Roofline
-from htam_graph.vocab import Method, Verdict
+from htam_graph.vocab import Method, Verdict, shape_class_of
 
 EVIDENCE_SHOWN = 3  # newest evidence entries of each sign a prompt shows per local
 DIFF_SHARE = 0.6  # a candidate is shown as a diff when that is under this share of its code
@@ -48,6 +48,12 @@ class TaskContext(BaseModel):
     family: str | None = Field(
         None, description="the operator family (catalog/families.py), as strategies' applies_to name it; None: unknown"
     )
+
+    @property
+    def shape_class(self) -> str | None:
+        """The coarse problem size (vocab.shape_class_of of bytes_moved); None when unknown."""
+        shape = shape_class_of(self.bytes_moved)
+        return None if shape is None else shape.value
 
     @property
     def intensity(self) -> float | None:

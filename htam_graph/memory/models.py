@@ -197,6 +197,9 @@ class TaskRecord(Record):
     family: str | None = Field(
         None, description="the task's operator family (the catalog's recognition; None when unknown)"
     )
+    shape_class: str | None = Field(
+        None, description="the task's coarse problem size (vocab.shape_class_of: small, medium, large; None: unknown)"
+    )
 
 
 class RunConfig(Record):

@@ -311,7 +311,9 @@ class Neo4jStore(MemoryStore):
         return dict(self._read("count_nodes")[0])
 
     @user_errors("scoring")
-    def score(self, prefix: list[str], params: ScoringParams, family: str | None = None) -> list[GlobalScore]:
+    def score(
+        self, prefix: list[str], params: ScoringParams, family: str | None = None, shape_class: str | None = None
+    ) -> list[GlobalScore]:
         records = self._read(
             "score_globals",
             prefix=prefix[: params.K],
@@ -319,16 +321,17 @@ class Neo4jStore(MemoryStore):
             alpha=params.alpha,
             beta=params.beta,
             family=family,
+            shape_class=shape_class,
         )
         check_prefix(prefix, (r["global_id"] for r in records))
         return check_finite([GlobalScore.model_validate(dict(r)) for r in records], params)
 
     @user_errors("reading the memory")
-    def family_evidence(self, family: str | None) -> FamilyEvidence:
+    def family_evidence(self, family: str | None, shape_class: str | None = None) -> FamilyEvidence:
         evidence = FamilyEvidence(family=family)
         if family is None:
             return evidence
-        for r in self._read("family_steps", family=family):
+        for r in self._read("family_steps", family=family, shape_class=shape_class):
             tally = Tally(n=r["n"], reward_sum=r["reward_sum"])
             if r["kind"] == "global":
                 evidence.globals[r["id"]] = tally

@@ -333,7 +333,9 @@ class SQLiteStore(MemoryStore):
         return {t: self._db.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES}
 
     @_user_errors
-    def score(self, prefix: list[str], params: ScoringParams, family: str | None = None) -> list[GlobalScore]:
+    def score(
+        self, prefix: list[str], params: ScoringParams, family: str | None = None, shape_class: str | None = None
+    ) -> list[GlobalScore]:
         self._db.execute("BEGIN")  # the nodes, edges and steps of one moment
         try:
             globals_ = self.get_globals()
@@ -341,23 +343,24 @@ class SQLiteStore(MemoryStore):
             sources = sorted(set(prefix[: params.K]))
             marks = ",".join("?" * len(sources))
             edges = self._all(Transition, f"SELECT data FROM transitions WHERE source IN ({marks})", tuple(sources))
-            evidence = self.family_evidence(family)
+            evidence = self.family_evidence(family, shape_class)
         finally:
             self._db.execute("COMMIT")
         by_edge = {(e.source, e.target): e for e in edges}
         return check_finite(score_globals(globals_, by_edge, prefix, params, evidence), params)
 
     @_user_errors
-    def family_evidence(self, family: str | None) -> FamilyEvidence:
+    def family_evidence(self, family: str | None, shape_class: str | None = None) -> FamilyEvidence:
         evidence = FamilyEvidence(family=family)
         if family is None:
             return evidence
+        shape = "" if shape_class is None else " AND json_extract(t.data, '$.shape_class') = ?"
         rows = self._db.execute(
             "SELECT json_extract(s.data, '$.global_id'), json_extract(s.data, '$.local_id'),"
             " json_extract(s.data, '$.prefix'), json_extract(s.data, '$.reward')"
             " FROM tasks t JOIN steps s ON json_extract(s.data, '$.task_id') = t.id"
-            " WHERE json_extract(t.data, '$.family') = ? ORDER BY s.run_id, s.idx, s.id",
-            (family,),
+            f" WHERE json_extract(t.data, '$.family') = ?{shape} ORDER BY s.run_id, s.idx, s.id",
+            (family,) if shape_class is None else (family, shape_class),
         )
         for global_id, local_id, prefix, reward in rows:
             evidence.add(global_id, local_id, json.loads(prefix) if prefix else [], float(reward))
@@ -372,6 +375,9 @@ class SQLiteStore(MemoryStore):
             stored = self._one(TaskRecord, "SELECT data FROM tasks WHERE id = ?", (task.id,))
             if stored is not None and stored.family is None and task.family is not None:
                 stored.family = task.family
+                db.execute("UPDATE tasks SET data = ? WHERE id = ?", (stored.model_dump_json(), task.id))
+            if stored is not None and stored.shape_class is None and task.shape_class is not None:
+                stored.shape_class = task.shape_class
                 db.execute("UPDATE tasks SET data = ? WHERE id = ?", (stored.model_dump_json(), task.id))
             db.execute("INSERT OR IGNORE INTO runs VALUES (?, ?)", (run.id, run.model_dump_json()))
 

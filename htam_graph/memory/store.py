@@ -257,19 +257,24 @@ class MemoryStore(ABC):
         """Number of globals, locals, tasks, runs and steps."""
 
     @abstractmethod
-    def score(self, prefix: list[str], params: ScoringParams, family: str | None = None) -> list[GlobalScore]:
+    def score(
+        self, prefix: list[str], params: ScoringParams, family: str | None = None, shape_class: str | None = None
+    ) -> list[GlobalScore]:
         """Transition-attended scores S(g) of every global (memory/scoring.py), by id,
-        conditioned on the evidence of the tasks of operator family `family` (None: pooled)."""
+        conditioned on the evidence of the tasks of operator family `family` (None: pooled),
+        and of shape class `shape_class` among those when given (family_evidence)."""
 
     @abstractmethod
-    def family_evidence(self, family: str | None) -> FamilyEvidence:
-        """The evidence of the steps of the tasks whose family is `family` (scoring.py);
-        empty for None or a family no task has."""
+    def family_evidence(self, family: str | None, shape_class: str | None = None) -> FamilyEvidence:
+        """The evidence of the steps of the tasks whose family is `family` (scoring.py), and,
+        when `shape_class` is given, whose shape class is that too; empty for None or a
+        family no task has."""
 
     @abstractmethod
     def start_run(self, run: RunRecord, task: TaskRecord) -> None:
         """Record a run of a task. Idempotent: a resumed run keeps its first record, and a
-        task keeps its first record too, except that a family is filled in where it had none."""
+        task keeps its first record too, except that a family or a shape class is filled in
+        where it had none."""
 
     @abstractmethod
     def record_step(self, step: StepUpdate) -> bool:

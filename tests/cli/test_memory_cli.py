@@ -51,6 +51,17 @@ def test_seed_show_score_on_the_embedded_store(tmp_path, local):
     assert r.returncode == 0, r.stderr
     by_family = json.loads(r.stdout)
     assert by_family["family"] == "softmax" and by_family["scores"] == scores["scores"]
+    r = htam("memory", "score", "--family", "softmax", "--shape-class", "large", "--json", cwd=tmp_path, env=local)
+    assert r.returncode == 0, r.stderr
+    by_shape = json.loads(r.stdout)
+    assert by_shape["shape_class"] == "large" and by_shape["scores"] == by_family_empty_prefix(tmp_path, local)
+    r = htam("memory", "score", "--shape-class", "large", cwd=tmp_path, env=local)
+    assert r.returncode != 0 and "give --family too" in r.stderr
+
+
+def by_family_empty_prefix(tmp_path, local) -> list:
+    """The pooled scores after an empty prefix (what a fresh memory gives any family and shape)."""
+    return json.loads(htam("memory", "score", "--json", cwd=tmp_path, env=local).stdout)["scores"]
 
 
 def test_the_settings_file_and_flags_configure_the_store_and_a_local_dotenv_does_not(tmp_path):

@@ -96,7 +96,7 @@ def compare(fresh: pd.DataFrame, trained: pd.DataFrame) -> dict[str, Any]:
     for a in memory:
         fresh_a = a.removesuffix(" (trained)")
         others = [m for m in memory if m != a]
-        for b in [*baselines, fresh_a, *others]:
+        for b in dict.fromkeys([*baselines, fresh_a, *others]):  # flat is a control and a memory method
             if b not in by or a == b:
                 continue
             seeds = by[a].index.intersection(by[b].index)

@@ -174,7 +174,7 @@ def score(prefix: str, family: str | None, shape_class: str | None, as_json: boo
     prefix of recently chosen globals (computed by Cypher in Neo4j, in Python locally),
     pooled or conditioned on an operator family and shape class (docs/method.md)."""
     if shape_class is not None and family is None:
-        raise UserError("--shape-class narrows a family's evidence: give --family too")
+        raise BadInput("--shape-class narrows a family's evidence: give --family too", option="--shape-class")
     cfg = settings()
     given = {k: v for k, v in overrides.items() if v is not None}
     try:

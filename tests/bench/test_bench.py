@@ -197,7 +197,7 @@ def test_the_report_says_where_its_numbers_come_from(finished):
     assert "Synthetic numbers, not a benchmark" in report and "**stand-in**" in report
     assert (
         "| scoring (docs/method.md) | K = 3, lam = 0.5, alpha = 2, beta = 0.5, tau = 0.5, reward_from = parent, "
-        "by_family = true, deadband = 0.03 |" in report
+        "by_family = true, by_shape = false, deadband = 0.03 |" in report
     )
     assert f"anthropic:{MODEL}" in report and "not timed: the stand-in evaluator does not time it" in report
     assert "| sandbox | **off** (--no-sandbox): generated code ran unconfined, with this user's privileges |" in report

@@ -70,15 +70,12 @@ class ScriptEntry(BaseModel):
         return self
 
 
-ScriptStep = RecordedChoice  # what a recorded step chose, in the script file
-
-
 class Script(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     responses: list[ScriptEntry] = []
     start: str | None = None
-    steps: list[ScriptStep] = []
+    steps: list[RecordedChoice] = []  # what each recorded step chose
 
     def write(self, path: Path) -> None:
         """Write the script atomically (a reader sees the old file or the new one), code

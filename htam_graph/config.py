@@ -37,6 +37,10 @@ def config_dir() -> Path:
     return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "htam-graph"
 
 
+# What an ok step's speedup is rewarded against (memory/outcome.py, reward_base).
+RewardFrom = Literal["best", "fastest", "parent"]
+
+
 class ScoringParams(BaseModel):
     """Transition-attended scoring and the policy's temperature (docs/method.md); recorded
     with every run. Numbers must be finite: an infinite alpha or lambda makes NaN scores."""
@@ -48,7 +52,7 @@ class ScoringParams(BaseModel):
     alpha: float = Field(2.0, gt=0.0, description="shrinkage strength toward the back-off")
     beta: float = Field(0.5, ge=0.0, description="weight of the global node's own utility")
     tau: float = Field(0.5, gt=0.0, description="softmax temperature of the policy")
-    reward_from: Literal["best", "fastest", "parent"] = Field(
+    reward_from: RewardFrom = Field(
         "parent",
         description="what a step's speedup is rewarded against: parent (the default), the kernel the step modified, "
         "signed, 0 within the dead-band; best, the run's best speedup (the reference's 1.0 until a kernel beats it; "

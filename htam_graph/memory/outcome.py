@@ -10,10 +10,11 @@ correct one and every failure is counted under its own kind.
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal, NamedTuple
+from typing import Annotated, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from htam_graph.config import RewardFrom
 from htam_graph.vocab import Verdict
 
 # Counts are stored as 64-bit integers (Neo4j's only integer type).
@@ -60,10 +61,6 @@ COUNTER_NAMES: tuple[str, ...] = tuple(Counters.model_fields)
 class Outcome(BaseModel):
     reward: float = Field(ge=-1.0, le=1.0)
     counters: Counters
-
-
-# scoring.reward_from (htam_graph/config.py: ScoringParams)
-RewardFrom = Literal["best", "fastest", "parent"]
 
 
 class RewardBase(NamedTuple):

@@ -38,7 +38,6 @@ from pathlib import Path
 from typing import Any
 
 from htam_graph.runner import proc, sandbox
-from htam_graph.runner.builder import use_prebuilt
 from htam_graph.runner.harness import main as harness
 from htam_graph.runner.protocol import MAX_REPLY_BYTES, REPLY, Ready
 
@@ -202,9 +201,11 @@ class _Server:
         confinement: Confinement | None = None,
     ) -> None:
         self.sock, self.device_index, self.profile_dir = sock, device_index, profile_dir
+        # Nothing here may ask CUDA anything, not even how many devices there are: torch's
+        # extension loader does on import (torch.cuda.is_available), which poisons every
+        # later fork ("Cannot re-initialize CUDA in forked subprocess"). A confined candidate
+        # process imports it after its fork (harness.serve -> use_prebuilt).
         self.confinement = confinement
-        if confinement is not None:
-            use_prebuilt()  # imports torch's extension loader once, here: candidate processes inherit it
         self.scratch: dict[int, Path] = {}  # candidate process -> its scratch folder
         self.spare: _Spare | None = None
         self.taken: set[int] = set()  # candidate processes handed to the referee and not ended

@@ -5,6 +5,7 @@ echo loop here (the real one brings CUDA up first)."""
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 from multiprocessing.connection import Connection
@@ -77,3 +78,24 @@ def test_an_ended_process_is_reaped_by_the_next_wait_for_a_spare(server, caplog)
     current.conn.send("still here")  # reaping the ended one left the current one alone
     assert current.conn.recv_bytes() == f"still here from {current.pid}".encode()
     assert server.end(current.pid) == "killed by SIGKILL"
+
+
+def test_the_sandboxed_server_asks_cuda_nothing(tmp_path):
+    """A fork server that asked CUDA even for its device count (torch's extension loader
+    does on import) poisons every fork after it: its candidate processes could not bring
+    CUDA up (seen on an H100, 2026-12-05). In a process of its own, since the server
+    closes descriptors and becomes a subreaper."""
+    script = f"""
+import socket, sys, torch
+asked = []
+torch.cuda.is_available = lambda: asked.append("is_available") or False
+torch._C._cuda_getDeviceCount = lambda: asked.append("getDeviceCount") or 0
+from htam_graph.runner import forkserver
+ours, theirs = socket.socketpair()
+forkserver._Server(theirs, 0, None, forkserver.Confinement(scratch_root=__import__("pathlib").Path({str(tmp_path)!r})))
+print(asked, torch.cuda.is_initialized())
+sys.exit(1 if asked or torch.cuda.is_initialized() else 0)
+"""
+    env = {**os.environ, "CUDA_HOME": str(tmp_path)}  # as where nvcc is found: the loader then asks CUDA
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr

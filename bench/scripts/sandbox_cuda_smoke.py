@@ -28,6 +28,16 @@ from htam_graph.runner import ipc, sandbox
 from htam_graph.runner.ipc import RemoteMemory
 from htam_graph.runner.protocol import RemoteTensor
 
+# Subsets of sandbox._CONNECTING to allow, one variant each ("socket rules allowing bind+listen").
+SOCKET_CALLS = (
+    "connect",
+    "bind",
+    "listen",
+    "accept+accept4",
+    "bind+listen",
+    "connect+bind+listen",
+    "bind+listen+accept+accept4",
+)
 WALLS = ("rlimits", "user drop", "environment scrub", "socket rules", "seccomp", "Landlock", "no_new_privs")
 
 
@@ -52,6 +62,10 @@ def _variant(name: str) -> None:
         return
     if name == "without any wall":
         sandbox.confine = lambda policy: "no walls"
+        return
+    if name.startswith("socket rules allowing "):  # the full policy, less some of the refused socket calls
+        allowed = set(name.removeprefix("socket rules allowing ").split("+"))
+        sandbox._CONNECTING = tuple(c for c in sandbox._CONNECTING if c not in allowed)  # type: ignore[assignment]
         return
     if name.startswith("Landlock only, writable "):
         off = set(WALLS) - {"Landlock"}
@@ -136,8 +150,12 @@ def main(argv: list[str]) -> int:
     print(f"Landlock ABI {sandbox.landlock_abi()}; missing: {sandbox.missing()}; uid {os.getuid()}", flush=True)
     script = [sys.executable, __file__, "--variant"]
     full = subprocess.run([*script, "full policy"], check=False).returncode == 0
-    if not full or "--all" in argv:  # which walls break it: each alone, each left out, each pair left out
-        names = ["without any wall", *(f"only {w}" for w in WALLS), *(f"without {w}" for w in WALLS)]
+    sockets = [f"socket rules allowing {calls}" for calls in SOCKET_CALLS]
+    if "--sockets" in argv:  # which refused socket call breaks it
+        for name in sockets:
+            subprocess.run([*script, name], check=False, timeout=120)
+    elif not full or "--all" in argv:  # which walls break it: each alone, each left out, each pair left out
+        names = [*sockets, "without any wall", *(f"only {w}" for w in WALLS), *(f"without {w}" for w in WALLS)]
         names += [f"without {a} + {b}" for i, a in enumerate(WALLS) for b in WALLS[i + 1 :]]
         names += [f"Landlock only, writable {p}" for p in ("/dev", "/dev/shm,/tmp,/run", "/proc,/sys")]
         for name in names:

@@ -21,9 +21,9 @@ patch, and each is irreversible for the process and everything it starts:
   descriptor theft; kill/tgkill/sigqueue only to itself; no execve, fork or clone of a
   process (threads are fine: CUDA and torch start threads); no mount, keyctl, bpf,
   unshare, setns, perf_event_open, userfaultfd, io_uring, module or kexec calls; sockets of
-  AF_UNIX only, and no connect, bind, listen or accept at all (ECONNREFUSED), since
-  Landlock does not mediate connecting to a unix socket by its path. The filter is
-  synchronised to every thread (TSYNC).
+  AF_UNIX only, and no connect or accept at all (ECONNREFUSED), since Landlock does not
+  mediate connecting to a unix socket by its path (bind and listen stay: CUDA's driver
+  needs them). The filter is synchronised to every thread (TSYNC).
 
 docs/threat-model.md says which attack each wall stops and what is still open.
 """
@@ -266,8 +266,11 @@ _DENIED = (
 # No connection of its own: Landlock does not mediate connect() to a unix socket by its
 # path (a docker.sock, say); the judge's channel is a socket pair it inherited, open
 # already. Refused as a missing server is (ECONNREFUSED), so a library that probes for a
-# daemon (CUDA's MPS, say) carries on as if there were none.
-_CONNECTING = ("connect", "bind", "listen", "accept", "accept4")
+# daemon (CUDA's MPS, say) carries on as if there were none. bind and listen stay allowed:
+# CUDA's driver fails to start without them (error 304; bench/scripts/sandbox_cuda_smoke.py
+# --sockets, H100, 2026-12-05). A socket by path needs Landlock's make-socket right (its
+# scratch folder only); one by abstract name can be bound but never accepts a connection.
+_CONNECTING = ("connect", "accept", "accept4")
 _PROCESS_START = ("execve", "execveat", "fork", "vfork")
 
 
@@ -361,12 +364,13 @@ def _drop_user(policy: Policy) -> str:
     """Leave root; what the process now runs as."""
     if os.geteuid() != 0:
         return f"uid {os.geteuid()}"
-    if all(_world_reachable(p) for p in policy.read if p.exists()):
-        for path in policy.write:
-            if path.is_relative_to("/proc"):
-                continue  # its own /proc entries follow its uid
-            with contextlib.suppress(FileNotFoundError):
-                os.chown(path, NOBODY, NOBODY)
+    written = [p for p in policy.write if not p.is_relative_to("/proc")]  # its own /proc follows its uid
+    if all(_world_reachable(p) for p in (*policy.read, *written) if p.exists()):
+        for path in written:  # with what root put there before (the builder's candidate.py)
+            for folder, _, files in os.walk(path):
+                for name in (folder, *(os.path.join(folder, f) for f in files)):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.lchown(name, NOBODY, NOBODY)
         os.setgroups([])
         os.setresgid(NOBODY, NOBODY, NOBODY)
         os.setresuid(NOBODY, NOBODY, NOBODY)

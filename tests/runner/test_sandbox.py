@@ -228,6 +228,12 @@ def test_no_network(server, lab):
     _refused(outcome, detail, 111)  # ECONNREFUSED: seccomp, as if no one listened
     outcome, detail = _attack(server, _build(lab, "UNIX", TARGET=lab["unix"], ABSTRACT=0))
     _refused(outcome, detail, 111)
+    # bind and listen are allowed (CUDA's driver needs them, seen on an H100): a socket by path
+    # outside its scratch folder is Landlock's to refuse, and no connection is ever accepted
+    outcome, detail = _attack(server, _build(lab, "LISTEN", TARGET=str(lab["root"] / "served.sock"), ABSTRACT=0))
+    _refused(outcome, detail, 13)  # EACCES: Landlock
+    outcome, detail = _attack(server, _build(lab, "LISTEN", TARGET=f"htam-squat-{os.getpid()}", ABSTRACT=1))
+    _refused(outcome, detail, 111)  # ECONNREFUSED: seccomp refuses accept
 
 
 @pytest.mark.parametrize("attack", ["UNSHARE", "SETUID"])
@@ -408,3 +414,33 @@ def test_a_source_composed_at_run_time_is_built_by_the_referee(monkeypatch, tmp_
         assert reply.health.tampered == [] and asked == [composed]
     finally:
         server.stop()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the user drop is root's")
+def test_root_drops_to_nobody_only_where_nobody_reaches_its_folders(tmp_path):
+    """Its writable folder counts as much as what it reads: under a folder only root may enter
+    (pytest's), root keeps its uid (without capabilities); in a world-reachable one it drops
+    to nobody and owns what root put there (the builder's candidate.py). Seen on an H100:
+    the builder dropped to nobody and could not read its own source."""
+    hidden = tmp_path / "build"  # tmp_path's parents are root's alone
+    shared = Path(tempfile.mkdtemp(prefix="htam-build-"))
+    try:
+        for folder in (hidden, shared):
+            folder.mkdir(exist_ok=True)
+            (folder / "candidate.py").write_text("source")
+            (folder / "candidate.py").chmod(0o600)
+        script = """
+import sys
+from pathlib import Path
+from htam_graph.runner import sandbox
+folder = Path(sys.argv[1])
+print(sandbox._drop_user(sandbox.Policy(read=(), write=(folder, Path("/proc/self")))))
+print((folder / "candidate.py").read_text())
+"""
+        for folder, expected in ((hidden, "uid 0 without capabilities"), (shared, f"uid {sandbox.NOBODY}")):
+            done = subprocess.run([sys.executable, "-c", script, str(folder)], capture_output=True, text=True)
+            assert done.returncode == 0, done.stderr
+            assert done.stdout.splitlines() == [done.stdout.splitlines()[0], "source"], done.stdout
+            assert done.stdout.startswith(expected), done.stdout
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)

@@ -105,6 +105,25 @@ __attribute__((constructor)) static void attack(void) {
         close(fd);
         result(rc, "connect to a unix socket of the judge's");
     }
+#elif defined(ATTACK_LISTEN)
+    /* serve a unix socket of its own: by path (outside its scratch folder), or by an abstract
+     * name a host client might use (ABSTRACT=1); bind and listen are allowed (CUDA's driver
+     * needs them), so accepting a connection is what must fail */
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (fd < 0) {
+        result(fd, "open a unix socket");
+    } else {
+        struct sockaddr_un addr = {.sun_family = AF_UNIX};
+        memcpy(addr.sun_path + ABSTRACT, TARGET, sizeof TARGET - 1);
+        socklen_t size = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + ABSTRACT + sizeof TARGET - 1);
+        int rc = bind(fd, (struct sockaddr*)&addr, size);
+        if (rc == 0) rc = listen(fd, 1);
+        if (rc == 0) rc = accept4(fd, NULL, NULL, SOCK_NONBLOCK);
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        result(rc, "serve a unix socket");
+    }
 #elif defined(ATTACK_UNSHARE)
     result((int)syscall(SYS_unshare, 0x10000000 /* CLONE_NEWUSER */), "unshare a user namespace");
 #elif defined(ATTACK_SETUID)

@@ -12,8 +12,10 @@
 #
 #     bash bench/scripts/sandbox_gpu_check.sh
 #
-# SMOKE_ARGS (default --all; empty: the full policy only). STAGES="tests bench" picks stages; TESTS_S (default 200) and BENCH_S (135 per mode) bound
-# them in seconds. All the GPU tests (the red team is 42 candidates twice) need more than
+# SMOKE_ARGS (default --all; empty: the full policy only). STAGES="tests bench" picks stages.
+# MODES: the bench runs' order (default "sandboxed unconfined"; ABBA, so that neither mode always
+# runs first: "unconfined sandboxed sandboxed unconfined"). TESTS_S (default 200) and BENCH_S (135
+# per run) bound them in seconds. All the GPU tests (the red team is 42 candidates twice) need more than
 # 200 s: `STAGES=tests TESTS_S=560 bash bench/scripts/sandbox_gpu_check.sh` runs them all.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -45,33 +47,41 @@ if [[ " $STAGES " == *" tests "* ]]; then
 fi
 
 if [[ " $STAGES " == *" bench "* ]]; then
-  for mode in sandboxed unconfined; do
+  # MODES: the order of the runs; a mode may repeat (e.g. "unconfined sandboxed sandboxed unconfined",
+  # ABBA, so that neither mode always runs on colder caches). Each run writes $OUT/<mode>-<i>/.
+  i=0
+  for mode in ${MODES:-sandboxed unconfined}; do
+    i=$((i + 1))
     flag="--no-sandbox"  # explicit: the default flips to on once this script passes
     [[ $mode == sandboxed ]] && flag="--sandbox"
-    timeout "${BENCH_S:-135}" python3 bench/bench_runner.py --passes 2 $flag --out "$OUT/$mode" \
-      >"$OUT/bench-$mode.log" 2>&1
-    echo "bench $mode: exit $?" | tee -a "$OUT/env.txt"
+    timeout "${BENCH_S:-135}" python3 bench/bench_runner.py --passes 2 $flag --out "$OUT/$mode-$i" \
+      >"$OUT/bench-$mode-$i.log" 2>&1
+    echo "bench $mode (run $i): exit $?" | tee -a "$OUT/env.txt"
   done
   python3 - "$OUT" <<'PY' | tee "$OUT/bench-ratio.txt"
-import json, sys
+import json, statistics, sys
 from pathlib import Path
 
 out = Path(sys.argv[1])
 keys = ("evals_per_minute_per_gpu", "evals_per_minute_per_gpu_last_pass")
-rate = {}
-for mode in ("sandboxed", "unconfined"):
-    found = sorted((out / mode).glob("runner-*.json"))
+shown = ("candidates", "ok", *keys, "eval_s_median", "process_start_s_median", "cold_build_median_s")
+rate: dict[str, list[dict]] = {"sandboxed": [], "unconfined": []}
+for run in sorted(out.glob("*-[0-9]*"), key=lambda d: int(d.name.rsplit("-", 1)[1])):
+    mode = run.name.rsplit("-", 1)[0]
+    found = sorted(run.glob("runner-*.json"))
     summary = json.loads(found[-1].read_text()).get("summary", {}) if found else {}
-    rate[mode] = summary
-    shown = ("candidates", "ok", *keys, "eval_s_median", "process_start_s_median", "cold_build_median_s")
-    print(mode, {k: summary.get(k) for k in shown})
+    rate.setdefault(mode, []).append(summary)
+    print(run.name, {k: summary.get(k) for k in shown})
 for key in keys:
-    a, b = rate["sandboxed"].get(key), rate["unconfined"].get(key)
+    a = [s[key] for s in rate["sandboxed"] if s.get(key)]
+    b = [s[key] for s in rate["unconfined"] if s.get(key)]
     if a and b:
-        print(f"sandboxed / unconfined, {key}: {a / b:.3f}")
+        print(f"sandboxed / unconfined, {key} (mean of {len(a)} and {len(b)} runs): "
+              f"{statistics.mean(a) / statistics.mean(b):.3f}")
 PY
-  for mode in sandboxed unconfined; do
-    cp "$(ls "$OUT/$mode"/runner-*.json 2>/dev/null | tail -1)" "$OUT/runner-$mode.json" 2>/dev/null || true
-    rm -rf "${OUT:?}/$mode"
+  for run in "$OUT"/sandboxed-[0-9]* "$OUT"/unconfined-[0-9]*; do
+    [[ -d $run ]] || continue
+    cp "$(ls "$run"/runner-*.json 2>/dev/null | tail -1)" "$OUT/runner-$(basename "$run").json" 2>/dev/null || true
+    rm -rf "${run:?}"
   done
 fi

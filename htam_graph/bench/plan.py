@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from filelock import FileLock, Timeout
 from pydantic import BaseModel, ConfigDict, Field
@@ -55,7 +55,10 @@ class MemorySource(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     path: str
-    sha256: str
+    sha256: str = Field(description="of the file (or the folder's files): a continuing bench stops if it changed")
+    content: str = Field(
+        "", description="of the memory without its timestamps: what the runs start from, part of the bench's tag"
+    )
 
 
 class BenchConfig(BaseModel):
@@ -83,8 +86,18 @@ class BenchConfig(BaseModel):
 
     @property
     def tag(self) -> str:
-        # unconfined, the tag is the one it had before `sandbox` was a field: an earlier bench continues
-        dump = self.model_dump_json(exclude=None if self.sandbox else {"sandbox"})
+        """A hash of what decides the runs' outcomes. Run ids end in it, and the policy's draws
+        and a replay's timings are seeded by the run id, so the tag leaves out what decides
+        nothing: where the checkout and the --memory-from file lie, and that file's digest (its
+        timestamps differ from one training run to the next; `content` is the memory without
+        them). The same command then gives the same runs from any clone. A bench keeps the tag
+        it was made with (BenchManifest.tag): one begun before this rule continues as it was."""
+        exclude: dict[str, Any] = {"tasks": {"__all__": {"path"}}}
+        if not self.sandbox:  # the tag as before `sandbox` was a field
+            exclude["sandbox"] = True
+        if self.memory_from is not None:
+            exclude["memory_from"] = {"path", "sha256"}
+        dump = self.model_dump_json(exclude=exclude)
         return hashlib.sha256(dump.encode()).hexdigest()[:6]
 
 
@@ -167,14 +180,17 @@ class Layout:
         return all(self.run_done(spec) for spec in stream.runs) and self.export(stream).is_file()
 
 
-def streams(config: BenchConfig) -> list[Stream]:
-    """Every stream of the grid, seed by seed, in the order of --method."""
+def streams(config: BenchConfig, tag: str | None = None) -> list[Stream]:
+    """Every stream of the grid, seed by seed, in the order of --method; run ids end in `tag`
+    (a bench's manifest's, so that a bench continues under the tag it began with), else the
+    configuration's."""
+    tag = tag or config.tag
     return [
         Stream(
             method=method,
             seed=seed,
             runs=[
-                RunSpec(task_id=t.id, method=method, seed=seed, run_id=new_run_id(t.id, method, seed, config.tag))
+                RunSpec(task_id=t.id, method=method, seed=seed, run_id=new_run_id(t.id, method, seed, tag))
                 for t in config.tasks
             ],
         )

@@ -68,7 +68,7 @@ def report_bench(layout: Layout) -> Outcome:
     """The tables and the report of the bench in `layout`, from the runs finished so far
     (the report says when that is not all of them)."""
     manifest = BenchManifest.read(layout)
-    results = collect(layout, manifest, streams(manifest.config))
+    results = collect(layout, manifest, streams(manifest.config, manifest.tag))
     if results.runs.empty:
         raise BadInput(f"{layout.out}: no run has finished yet; nothing to report", option="--out", path=layout.out)
     tables = write_tables(layout, results)

@@ -20,7 +20,7 @@ def run_bench(job: BenchJob, executor: Executor, emit: Callable[[Event], None]) 
     """Run what is not finished yet (all of it for a new bench). Hold the folder's lock
     (plan.exclusive) around it."""
     layout = Layout(job.out)
-    grid = streams(job.manifest.config)
+    grid = streams(job.manifest.config, job.manifest.tag)
     pending = [s for s in grid if not layout.stream_done(s)]
     log.info("%d of %d streams to run", len(pending), len(grid))
     if pending:

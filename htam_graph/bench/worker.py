@@ -92,6 +92,14 @@ def write_memory(store: MemoryStore, path: Path) -> None:
         write_export(store.export().items(), fh)
 
 
+def content_digest(snapshot: MemorySnapshot) -> str:
+    """The memory's sha256 without its timestamps (runs' started_at, steps' created_at): two
+    trainings that learnt the same get the same digest, and so a bench from either, the same
+    run ids and draws (BenchConfig.tag)."""
+    dump = snapshot.model_dump_json(exclude={"runs": {"__all__": {"started_at"}}, "steps": {"__all__": {"created_at"}}})
+    return hashlib.sha256(dump.encode()).hexdigest()
+
+
 def memory_digest(digests: list[str]) -> str:
     """One digest of a --memory-from folder's exports."""
     return hashlib.sha256("\n".join(sorted(digests)).encode()).hexdigest()

@@ -18,7 +18,7 @@ from htam_graph.bench.executor import BenchFailed, ProcessExecutor, Slot
 from htam_graph.bench.plan import BenchConfig, Layout, MemorySource, TaskEntry, exclusive, open_manifest, streams
 from htam_graph.bench.run import run_bench
 from htam_graph.bench.suite import resolve_suite
-from htam_graph.bench.worker import BenchJob, memory_digest, read_snapshot
+from htam_graph.bench.worker import BenchJob, content_digest, memory_digest, read_snapshot
 from htam_graph.cli.common import (
     best_text,
     llm_options,
@@ -235,7 +235,7 @@ def bench(
                 replay=replay_path,
                 reuse=not rejudge,
             )
-            grid = [spec for stream in streams(config) for spec in stream.runs]
+            grid = [spec for stream in streams(config, manifest.tag) for spec in stream.runs]
             done = sum(layout.run_done(spec) for spec in grid)
             console.print(
                 f"[bold]bench {manifest.tag}[/] in {escape(str(out))}: {len(tasks)} tasks x {len(phase_methods)} "
@@ -411,20 +411,26 @@ def _memory_source(path: Path, config: BenchConfig) -> MemorySource:
     one export per stream, named as a bench's memory/ names them (`htam-s0.json`): each
     method and seed starts from its own (the test phase of a train/test comparison)."""
     files = [path / f"{stream.name}.json" for stream in streams(config)] if path.is_dir() else [path]
-    digests = []
-    source = MemorySource(path=str(path.resolve()), sha256="")
-    ours = {
-        spec.run_id for stream in streams(config.model_copy(update={"memory_from": source})) for spec in stream.runs
-    }
+    snapshots = []
     for file in files:
         snapshot, sha256 = read_snapshot(file)
-        digests.append(sha256)
+        snapshots.append((snapshot, sha256))
         if not snapshot.globals and any(m in MEMORY_METHODS for m in config.methods):
             raise BadInput(
                 f"--memory-from {file} holds no directions (globals); export a seeded memory",
                 option="--memory-from",
                 path=file,
             )
+    if path.is_dir():  # the digests of every export there, as each worker checks them
+        every = [read_snapshot(f) for f in sorted(path.glob("*.json"))]
+        sha256 = memory_digest([digest for _, digest in every])
+        content = memory_digest([content_digest(snapshot) for snapshot, _ in every])
+    else:
+        sha256, content = snapshots[0][1], content_digest(snapshots[0][0])
+    source = MemorySource(path=str(path.resolve()), sha256=sha256, content=content)
+    with_source = config.model_copy(update={"memory_from": source})
+    ours = {spec.run_id for stream in streams(with_source) for spec in stream.runs}
+    for file, (snapshot, _) in zip(files, snapshots, strict=True):
         clash = sorted(ours & {run.id for run in snapshot.runs})
         if clash:
             raise BadInput(
@@ -432,9 +438,7 @@ def _memory_source(path: Path, config: BenchConfig) -> MemorySource:
                 option="--memory-from",
                 path=file,
             )
-    if path.is_dir():  # the digest of every export there, as each worker checks it
-        digests = [memory_digest([read_snapshot(f)[1] for f in sorted(path.glob("*.json"))])]
-    return source.model_copy(update={"sha256": digests[0]})
+    return source
 
 
 class BenchProgress:

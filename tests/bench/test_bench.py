@@ -20,7 +20,7 @@ import pytest
 from click.testing import CliRunner
 
 from htam_graph.bench.metrics import per_family, task_metrics, unseen_progress
-from htam_graph.bench.plan import BenchManifest, Layout, streams
+from htam_graph.bench.plan import BenchManifest, Layout, MemorySource, streams
 from htam_graph.bench.report import per_task_table, write_report
 from htam_graph.bench.results import collect, task_family
 from htam_graph.bench.worker import read_snapshot
@@ -416,3 +416,21 @@ def test_the_per_task_table_marks_failed_and_untimed_runs():
     over_compile = per_task_table(runs, ["feedback", "htam"], "speedup_compile").splitlines()
     assert over_compile[2:] == ["| `a` | softmax | 1.00 | 0.75 |", "| `b` | softmax | - | ✗ |"]
     assert per_task_table(runs, ["feedback", "htam"], "speedup").splitlines()[3] == "| `b` | softmax | 0.50 | ✗ |"
+
+
+def test_the_bench_tag_follows_what_decides_the_runs_not_where_files_lie(finished):
+    """Run ids end in the tag and seed every draw: a clone elsewhere (other task paths) or a
+    memory export elsewhere or rewritten with new timestamps (other path, other file digest, the
+    same content) gives the same tag; another task text or another memory, another tag."""
+    config = BenchManifest.read(Layout(finished[0])).config
+    moved = [t.model_copy(update={"path": "/another/clone/" + Path(t.path).name}) for t in config.tasks]
+    assert config.model_copy(update={"tasks": moved}).tag == config.tag
+    edited = [config.tasks[0].model_copy(update={"sha256": "0" * 64}), *config.tasks[1:]]
+    assert config.model_copy(update={"tasks": edited}).tag != config.tag
+    memory = MemorySource(path="/here/memory", sha256="a" * 64, content="c" * 64)
+    elsewhere = MemorySource(path="/there/memory", sha256="b" * 64, content="c" * 64)
+    other = MemorySource(path="/here/memory", sha256="a" * 64, content="d" * 64)
+    tags = [config.model_copy(update={"memory_from": m}).tag for m in (memory, elsewhere, other)]
+    assert tags[0] == tags[1] != tags[2] and config.tag not in tags
+    # a bench keeps the tag it began with: its manifest's names its runs
+    assert {s.run_id.rsplit("-", 1)[1] for stream in streams(config, "abc123") for s in stream.runs} == {"abc123"}

@@ -136,6 +136,37 @@ def test_a_replay_bench_of_htam_and_its_controls_runs_on_the_cpu(tmp_path: Path)
     assert speedups[0] == speedups[1]
 
 
+def test_a_train_test_comparison_gives_the_same_runs_from_any_folder(tmp_path: Path) -> None:
+    """The same command, run twice into different folders, gives the same runs in every phase,
+    the trained one too: its memory exports differ (their timestamps), the runs they start do
+    not. Before the bench's tag left out paths and export digests, the trained runs' draws (the
+    policy's and the replayed timings) changed with the --out folder and the training's clock."""
+    train, test = tmp_path / "train.txt", tmp_path / "test.txt"
+    train.write_text("level1/7_Softmax\n")
+    test.write_text("level1/8_LogSoftmax\n")
+    steps, exports = [], []
+    for folder in ("a", "elsewhere/b"):
+        out = tmp_path / folder / "mv"
+        done = htam(
+            "bench", "--train", str(train), "--test", str(test), "--method", "htam", "--llm", "catalog",
+            "--model", "catalog-space-v1", "--evaluator", "replay", "--replay", str(H200), "--seeds", "1",
+            "--steps", "3", "--workers", "1", "--no-compile-reference", "--out", str(out),
+            env={"HTAM_SCORING__REWARD_FROM": "parent"},
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        exports.append((out / "train/memory/htam-s0.json").read_bytes())
+        steps.append(
+            {
+                phase: pd.read_parquet(out / phase / "results/steps.parquet")[
+                    ["run_id", "index", "local_id", "speedup", "reward", "p_chosen"]
+                ].to_dict("records")
+                for phase in ("fresh", "train", "trained")
+            }
+        )
+    assert exports[0] != exports[1]  # the runs' start and step times
+    assert steps[0]["trained"] and steps[0] == steps[1]
+
+
 def test_a_train_test_comparison_runs_and_reports_paired_differences(tmp_path: Path) -> None:
     """`htam bench --train --test`: fresh on the test tasks, trained on the training tasks, and
     trained memories on the test tasks again; the report pairs them by seed."""

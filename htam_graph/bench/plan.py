@@ -88,11 +88,15 @@ class BenchConfig(BaseModel):
     def tag(self) -> str:
         """A hash of what decides the runs' outcomes. Run ids end in it, and the policy's draws
         and a replay's timings are seeded by the run id, so the tag leaves out what decides
-        nothing: where the checkout and the --memory-from file lie, and that file's digest (its
+        nothing: where the checkout and the --memory-from file lie (the SUITE as typed too:
+        the tasks' ids and hashes stand for it), and that file's digest (its
         timestamps differ from one training run to the next; `content` is the memory without
-        them). The same command then gives the same runs from any clone. A bench keeps the tag
-        it was made with (BenchManifest.tag): one begun before this rule continues as it was."""
-        exclude: dict[str, Any] = {"tasks": {"__all__": {"path"}}}
+        them). The same command then gives the same runs from any clone. The methods and seeds
+        benched beside a run are left out too (a run id names its own method and seed): a
+        method's runs are the same whichever others run with it, and 20 seeds are the first 20
+        of 50. A bench keeps the tag it was made with (BenchManifest.tag): one begun before
+        this rule continues as it was."""
+        exclude: dict[str, Any] = {"suite": True, "tasks": {"__all__": {"path"}}, "methods": True, "seeds": True}
         if not self.sandbox:  # the tag as before `sandbox` was a field
             exclude["sandbox"] = True
         if self.memory_from is not None:

@@ -424,7 +424,9 @@ def test_the_bench_tag_follows_what_decides_the_runs_not_where_files_lie(finishe
     same content) gives the same tag; another task text or another memory, another tag."""
     config = BenchManifest.read(Layout(finished[0])).config
     moved = [t.model_copy(update={"path": "/another/clone/" + Path(t.path).name}) for t in config.tasks]
-    assert config.model_copy(update={"tasks": moved}).tag == config.tag
+    assert config.model_copy(update={"tasks": moved, "suite": "/another/clone/tasks.txt"}).tag == config.tag
+    # other methods or more seeds beside a run change none of its draws
+    assert config.model_copy(update={"methods": config.methods[:1], "seeds": [0, 1, 2, 3]}).tag == config.tag
     edited = [config.tasks[0].model_copy(update={"sha256": "0" * 64}), *config.tasks[1:]]
     assert config.model_copy(update={"tasks": edited}).tag != config.tag
     memory = MemorySource(path="/here/memory", sha256="a" * 64, content="c" * 64)

@@ -23,22 +23,19 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
-import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from htam_graph.catalog.families import Recognition, recognize
 from htam_graph.catalog.ir import Unsupported
 from htam_graph.catalog.knobs import Knobs
+from htam_graph.catalog.record import CatalogRecord, RecordBook
 from htam_graph.catalog.render import Header, render_candidate
 from htam_graph.catalog.space import task_space
 from htam_graph.catalog.strategies import STRATEGIES, Applied, apply, curriculum, first_kernel
 from htam_graph.errors import BadInput
 from htam_graph.llm.base import Completion, InvalidAnswer, LLMClient, Prompt, T
 from htam_graph.vocab import Verdict
-
-log = logging.getLogger(__name__)
 
 # The tuned start: each run's first step is the family's hand-tuned first kernel, which does
 # most of the work at step 1; the catalog's order ranks the strategies. Named explicitly
@@ -50,7 +47,6 @@ CATALOG_MODEL = "catalog-v1"
 SPACE_MODEL = "catalog-space-v1"
 MODELS = (CATALOG_MODEL, SPACE_MODEL)
 DEFAULT_MODEL = SPACE_MODEL  # `--llm catalog` without --model: the honest start (docs/method.md)
-_RECORD = re.compile(r"^# catalog: (\{.*\})$", re.MULTILINE)
 SHRINK = 2.0  # pseudo-observations a strategy's mean reward is shrunk toward 0 by (as the loop's fallback)
 
 
@@ -63,6 +59,7 @@ class CatalogClient(LLMClient):
         self.spaced = self.model == SPACE_MODEL
         self._rendered: dict[tuple[str, str], str] = {}
         self._first: dict[str, tuple[Knobs, list[str]]] = {}
+        self.records = RecordBook()  # the kernels it wrote, each with its knobs and strategies
 
     def check(self) -> None:
         if self.model not in MODELS:
@@ -172,7 +169,7 @@ class CatalogClient(LLMClient):
                 CATALOG_MODEL, rec.describe(), [chosen.id], [f"{sid}: {why}" for sid, why in skipped],
                 [*strategies, chosen.id], first,
             )  # fmt: skip
-            source = render_candidate(rec, chosen.knobs, header)
+            source = self._written(rec, chosen.knobs, header)
         except Unsupported as e:
             return f"No candidate: the strategy catalog has no kernel templates for this model ({e})."
         return f"```python\n{source}```\n"
@@ -184,7 +181,7 @@ class CatalogClient(LLMClient):
             return f"The catalog cannot repair its templates; here is the best kernel so far.\n```python\n{best}```\n"
         try:
             rec = recognize(state["task"]["source"])
-            source = render_candidate(
+            source = self._written(
                 rec, Knobs(), Header(CATALOG_MODEL, rec.describe(), [], ["a repair: the failed variant is dropped"], [])
             )
         except Unsupported as e:
@@ -209,7 +206,7 @@ class CatalogClient(LLMClient):
         try:
             rec = recognize(task_source)
             header = Header(self.model, rec.describe(), [], ["the run's start: the task's base kernel"], [])
-            source = render_candidate(rec, Knobs(), header)
+            source = self._written(rec, Knobs(), header)
         except Unsupported:
             return None
         return source
@@ -235,7 +232,7 @@ class CatalogClient(LLMClient):
         kernel (strategies.FIRST_KERNEL), or the plain base kernel once a step built on the
         first kernel failed (compile error, wrong values, ...), so a first kernel that does not
         suit a model costs one step, not the run."""
-        recorded = _recorded(state)
+        recorded = _recorded(state, self.records)
         if recorded is not None:
             return (*recorded, [])
         if self.spaced or _failed_without_base(state):
@@ -255,6 +252,12 @@ class CatalogClient(LLMClient):
         if strategy_id in here.moves:
             return Applied(space.states[here.moves[strategy_id]].knobs, "")
         return Applied(knobs, here.blocked.get(strategy_id, "not a strategy of this task's space"))
+
+    def _written(self, rec: Recognition, knobs: Knobs, header: Header) -> str:
+        """A kernel the catalog answers with; its record is kept as data."""
+        source = render_candidate(rec, knobs, header)
+        self.records.note(source, CatalogRecord(knobs, tuple(header.strategies), header.model, rec.family.value))
+        return source
 
     def _render(self, rec: Recognition, knobs: Knobs) -> str:
         key = (rec.source_sha256, knobs.model_dump_json())
@@ -296,26 +299,21 @@ def _base(state: dict[str, Any]) -> dict[str, Any]:
     return fastest if best["source"] is None and fastest is not None else best
 
 
-def best_record(state: dict[str, Any]) -> tuple[Knobs, list[str]]:
-    """The knobs and strategies of the candidate the catalog builds on (`_base`), from the
-    header the catalog wrote into it (the base kernel when it is the reference or not the
-    catalog's)."""
-    return _recorded(state) or (Knobs(), [])
+def best_record(state: dict[str, Any], records: RecordBook | None = None) -> tuple[Knobs, list[str]]:
+    """The knobs and strategies of the candidate the catalog builds on (`_base`): those kept
+    in `records` when it is a kernel the client wrote, else those its `# catalog:` line records
+    (the base kernel when it is the reference or not the catalog's)."""
+    return _recorded(state, records) or (Knobs(), [])
 
 
-def _recorded(state: dict[str, Any]) -> tuple[Knobs, list[str]] | None:
+def _recorded(state: dict[str, Any], records: RecordBook | None = None) -> tuple[Knobs, list[str]] | None:
     """best_record's answer when the candidate built on is the catalog's; None when it is the
     reference, not the catalog's, or a record this catalog cannot read."""
     source = _base(state)["source"]
-    match = _RECORD.search(source) if source else None
-    if match is None:
+    record = (records or RecordBook()).of(source)
+    if record is None:
         return None
-    record = json.loads(match[1])
-    try:
-        return Knobs(**record.get("knobs", {})), list(record.get("applied", []))
-    except ValueError:
-        log.warning("the best candidate's catalog record is not this catalog's; starting from the base kernel")
-        return None
+    return record.knobs, list(record.applied)
 
 
 def _failed_without_base(state: dict[str, Any]) -> bool:

@@ -8,7 +8,6 @@ candidate's forward allocates the intermediates and launches the kernels in orde
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ from htam_graph.catalog.program import (
     build_program,
     fuse_gemm_rows,
 )
+from htam_graph.catalog.record import CatalogRecord, record_line
 from htam_graph.templating import Templates
 
 KERNELS = Path(__file__).with_name("kernels")
@@ -1192,12 +1192,7 @@ def render_candidate(rec: Recognition, knobs: Knobs, header: Header) -> str:
             "self.threads_per_sm = props.max_threads_per_multi_processor",
         ]
     forward = _forward_lines(rec, program, kernels)
-    record = {
-        "catalog": header.model,
-        "family": rec.family.value,
-        "knobs": knobs.changed(),
-        "applied": header.strategies,
-    }
+    record = CatalogRecord(knobs, tuple(header.strategies), header.model, rec.family.value)
     return (
         kernel_templates()
         .render(
@@ -1210,7 +1205,7 @@ def render_candidate(rec: Recognition, knobs: Knobs, header: Header) -> str:
             strategies=", ".join(header.strategies) or "none (the base kernel)",
             first=", ".join(header.first),
             kernels=", ".join(k.name for k in kernels),
-            record=json.dumps(record, sort_keys=True),
+            record=record_line(record),
             cuda=common + "\n" + "\n".join(k.cuda for k in kernels),
             init_params="".join(
                 f", {a.name}" + (f"={a.default}" if a.default is not None else "") for a in rec.init_args

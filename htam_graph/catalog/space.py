@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from htam_graph.catalog.families import Recognition
 from htam_graph.catalog.knobs import Knobs
+from htam_graph.catalog.record import without_record
 from htam_graph.catalog.render import Header, render_candidate
 from htam_graph.catalog.strategies import CURRICULUM, FIRST_KERNEL, apply
 
@@ -29,13 +30,12 @@ MAX_STATES = 100  # kernels a task's space holds at most
 SPACE_VERSION = "space-v1"  # changes whenever the rule above changes: a table is of one version
 
 _HEADER = re.compile(r'\A""".*?"""\n', re.DOTALL)
-_RECORD = re.compile(r"^# catalog: .*\n", re.MULTILINE)
 
 
 def kernel_code(candidate: str) -> str:
     """A catalog candidate without its header docstring and its `# catalog:` record: the code
     its knobs made, the same whatever the step that made it."""
-    return _RECORD.sub("", _HEADER.sub("", candidate, count=1))
+    return without_record(_HEADER.sub("", candidate, count=1))
 
 
 def kernel_key(candidate: str) -> str:

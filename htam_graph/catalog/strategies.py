@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -18,6 +17,7 @@ from htam_graph.catalog.families import Recognition
 from htam_graph.catalog.ir import Unsupported
 from htam_graph.catalog.knobs import Knobs
 from htam_graph.catalog.program import ConvStage, GemmStage, PoolStage, Program, RowStage, ScanStage, build_program
+from htam_graph.catalog.record import without_record
 from htam_graph.catalog.render import conv_smem_applies
 from htam_graph.vocab import OperatorFamily as F
 
@@ -509,14 +509,6 @@ def curriculum(family: F) -> list[str]:
     return [*first, *rest]
 
 
-_RECORD_LINE = re.compile(r"^# catalog: .*$", re.MULTILINE)
-
-
-def _code(candidate: str) -> str:
-    """A candidate without its record of knobs: the code the knobs made."""
-    return _RECORD_LINE.sub("", candidate)
-
-
 @dataclass
 class Applied:
     knobs: Knobs
@@ -536,7 +528,7 @@ def apply(rec: Recognition, knobs: Knobs, strategy_id: str, render: Callable[[Kn
     if isinstance(result, str):
         return Applied(knobs, result)
     try:
-        if _code(render(result)) == _code(render(knobs)):
+        if without_record(render(result)) == without_record(render(knobs)):
             return Applied(knobs, "changes nothing in this program's kernels")
     except Unsupported as e:
         return Applied(knobs, f"the variant has no template ({e})")

@@ -13,7 +13,6 @@ error naming the task and the kernel: nothing is invented.
 from __future__ import annotations
 
 import hashlib
-import json
 import random
 import statistics
 from collections import Counter
@@ -22,6 +21,7 @@ from typing import Any
 
 import pandas as pd
 
+from htam_graph.catalog.record import read_provenance
 from htam_graph.catalog.space import SPACE_VERSION, kernel_key
 from htam_graph.errors import BadInput
 from htam_graph.loop.evaluators import HoldsNothing, arch_of
@@ -153,11 +153,8 @@ class TableEvaluator(HoldsNothing):
 
 
 def _knobs_of(source: str) -> str:
-    for line in source.splitlines():
-        if line.startswith("# catalog: "):
-            try:
-                knobs = json.loads(line.removeprefix("# catalog: ")).get("knobs", {})
-            except ValueError:
-                break
-            return "knobs " + (", ".join(f"{k}={v}" for k, v in sorted(knobs.items())) or "of the base kernel")
-    return "not a catalog kernel"
+    record = read_provenance(source)
+    if record is None:
+        return "not a catalog kernel"
+    changed = record.knobs.changed()
+    return "knobs " + (", ".join(f"{k}={v}" for k, v in sorted(changed.items())) or "of the base kernel")

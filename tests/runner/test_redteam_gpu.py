@@ -1,5 +1,6 @@
-"""The red-team suite (tests/redteam/manifest.yaml) through the whole runner on a GPU, twice:
-as users run it, and with the static checks off, so the run-time layer proves itself alone.
+"""The red-team suite (tests/redteam/manifest.yaml) through the whole runner on a GPU, three
+times: as users run it, with the static checks off (the run-time layer alone), and with the
+static checks off and the sandbox on (the run-time layer and the OS's walls).
 Every cheat is rejected for its kind (or judged incorrect), every honest control passes, and
 an honest candidate judged after all the cheats gets the speedup it got before them."""
 
@@ -14,6 +15,7 @@ import yaml
 from htam_graph.runner.evaluate import Evaluator
 from htam_graph.runner.jobs import EvalConfig
 from htam_graph.runner.models import EvalResult, Feedback, Verdict
+from htam_graph.runner.sandbox import ON_BY_DEFAULT
 from htam_graph.tasks import Task, load_task, resolve_task
 
 torch = pytest.importorskip("torch")
@@ -48,25 +50,30 @@ def _as_expected(result: EvalResult, outcomes: list[str]) -> bool:
     return False
 
 
-def _expected(entry: dict[str, Any], static_checks: bool) -> list[str]:
+def _expected(entry: dict[str, Any], static_checks: bool, sandbox: bool) -> list[str]:
     if static_checks and entry["static"] != "none":
         return [entry["static"]]
-    dynamic = entry["dynamic"]
+    dynamic = entry["dynamic"] if sandbox or "unconfined" not in entry else entry["unconfined"]
     return dynamic if isinstance(dynamic, list) else [dynamic]
 
 
-@pytest.mark.parametrize("static_checks", [True, False], ids=["as-users-run-it", "run-time-checks-alone"])
-def test_redteam_suite(static_checks: bool):
+@pytest.mark.parametrize(
+    ("static_checks", "sandbox"),
+    [(True, ON_BY_DEFAULT), (False, ON_BY_DEFAULT), (False, True)],
+    ids=["as-users-run-it", "run-time-checks-alone", "run-time-checks-and-sandbox"],
+)
+def test_redteam_suite(static_checks: bool, sandbox: bool):
     entries = _entries()
     control = next(e for e in entries if e["file"] == HONEST_CONTROL)
     pairs = [(_task(e["task"]), REDTEAM / e["file"]) for e in entries]
-    with Evaluator(EvalConfig(trials=20, static_checks=static_checks), workers=1) as ev:
+    config = EvalConfig(trials=20, static_checks=static_checks, sandbox=sandbox)
+    with Evaluator(config, workers=1) as ev:
         before = ev.evaluate(_task(control["task"]), REDTEAM / HONEST_CONTROL)
         results = ev.evaluate_many(pairs)
         after = ev.evaluate(_task(control["task"]), REDTEAM / HONEST_CONTROL)
     wrong = {}
     for entry, result in zip(entries, results, strict=True):
-        expected = _expected(entry, static_checks)
+        expected = _expected(entry, static_checks, sandbox)
         if not _as_expected(result, expected):
             wrong[entry["file"]] = {"expected": expected, **Feedback.of(result).model_dump(mode="json")}
     assert not wrong, wrong

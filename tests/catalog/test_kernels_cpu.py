@@ -69,6 +69,7 @@ TARGETED: list[tuple[str, tuple[int, ...], dict[str, object]]] = [
 ]
 
 
+@functools.cache  # rendered once per pytest worker, shared by the shards
 def _cases() -> list[tuple[str, str, str]]:
     """(name, task source, candidate): the base and everything variants of each task (and
     the first kernel of the suite's), then the targeted variants."""
@@ -103,10 +104,18 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("cpu-cuda")
 
 
+SHARDS = 4  # the tasks in four parts, so that pytest-xdist's workers share them (one part took ~6 min)
+
+
 @pytest.mark.timeout(900)
-def test_every_task_matches_its_reference_in_base_and_tuned_kernels(workdir: Path) -> None:
-    cases = _cases()
-    assert len(cases) > 100
+@pytest.mark.parametrize("shard", range(SHARDS))
+def test_every_task_matches_its_reference_in_base_and_tuned_kernels(workdir: Path, shard: int) -> None:
+    every = _cases()
+    assert len(every) > 100
+    tasks = sorted({name.split(" ")[0] for name, _, _ in every})
+    mine = set(tasks[shard::SHARDS])
+    cases = [case for case in every if case[0].split(" ")[0] in mine]
+    assert cases
     shim(workdir)
     # Sources are read here, not in the threads: CPython 3.11's ast.parse is not thread-safe
     # (CI: "SystemError: AST constructor recursion depth mismatch").

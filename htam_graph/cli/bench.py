@@ -411,7 +411,9 @@ def _memory_source(path: Path, config: BenchConfig) -> MemorySource:
     one export per stream, named as a bench's memory/ names them (`htam-s0.json`): each
     method and seed starts from its own (the test phase of a train/test comparison)."""
     files = [path / f"{stream.name}.json" for stream in streams(config)] if path.is_dir() else [path]
-    snapshots = [read_snapshot(file) for file in files]
+    # a folder: every export there, read once; its digests are what each worker checks
+    every = {f: read_snapshot(f) for f in sorted(path.glob("*.json"))} if path.is_dir() else {}
+    snapshots = [every.get(file) or read_snapshot(file) for file in files]
     for file, (snapshot, _) in zip(files, snapshots, strict=True):
         if not snapshot.globals and any(m in MEMORY_METHODS for m in config.methods):
             raise BadInput(
@@ -419,12 +421,11 @@ def _memory_source(path: Path, config: BenchConfig) -> MemorySource:
                 option="--memory-from",
                 path=file,
             )
-    # a folder: the digests of every export there, as each worker checks them
-    every = [read_snapshot(f) for f in sorted(path.glob("*.json"))] if path.is_dir() else snapshots
-    sha256, content = every[0][1], content_digest(every[0][0])
-    if path.is_dir():
-        sha256 = memory_digest([digest for _, digest in every])
-        content = memory_digest([content_digest(snapshot) for snapshot, _ in every])
+    if every:
+        sha256 = memory_digest([digest for _, digest in every.values()])
+        content = memory_digest([content_digest(snapshot) for snapshot, _ in every.values()])
+    else:
+        sha256, content = snapshots[0][1], content_digest(snapshots[0][0])
     source = MemorySource(path=str(path.resolve()), sha256=sha256, content=content)
     with_source = config.model_copy(update={"memory_from": source})
     ours = {spec.run_id for stream in streams(with_source) for spec in stream.runs}

@@ -188,6 +188,11 @@ def suite_report(ev: Evaluator, passes: int, settings: BuildSettings) -> tuple[l
             stage: statistics.median(r.stage_seconds.get(stage, 0.0) for r in last)
             for stage in sorted({k for r in last for k in r.stage_seconds})
         },
+        # Where a candidate process's start went (its own clock, fork to CUDA ready).
+        "process_start_stage_s_median": {
+            stage: statistics.median(r.process_start_stages.get(stage, 0.0) for r in every)
+            for stage in sorted({k for r in every for k in r.process_start_stages})
+        },
     }
     return rows, summary
 

@@ -66,6 +66,7 @@ class CandidateProcess:
     conn: Connection
     start_seconds: float  # fork -> CUDA ready, inside the child
     wait_seconds: float  # how long the referee waited for it
+    start_stages: dict[str, float] = dataclasses.field(default_factory=dict)  # where start_seconds went
 
 
 # What a candidate process may still see of the environment: the GPU and the libraries.
@@ -80,10 +81,17 @@ class Confinement:
 
     readable: tuple[Path, ...] = ()
     scratch_root: Path | None = None  # None: the system's temporary folder
+    # What every candidate process reads (sandbox.candidate_reads), found once by `prepared`
+    # in the process that forks them, not again in each (it loads the driver's library).
+    reads: tuple[Path, ...] | None = None
+
+    def prepared(self) -> Confinement:
+        """This confinement with what its processes read found now."""
+        return dataclasses.replace(self, reads=sandbox.candidate_reads(self.readable))
 
     def policy(self, scratch: Path, extra_write: tuple[Path, ...] = ()) -> sandbox.Policy:
         environment = {k: v for k, v in os.environ.items() if k in _ENV_KEPT or k.startswith(_ENV_KEPT_PREFIXES)}
-        policy = sandbox.candidate_policy(scratch, self.readable, environment)
+        policy = sandbox.candidate_policy(scratch, self.readable, environment, self.reads)
         return dataclasses.replace(policy, write=(*policy.write, *extra_write))
 
 
@@ -110,7 +118,9 @@ class ForkServer:
         if confinement is not None and confinement.scratch_root is None:
             scratch_root = Path(tempfile.mkdtemp(prefix="htam-scratch-"))  # removed by stop()
             scratch_root.chmod(0o711)  # a candidate running as nobody enters its own folder in it
-            confinement = Confinement(confinement.readable, scratch_root)
+            confinement = dataclasses.replace(confinement, scratch_root=scratch_root)
+        if confinement is not None and confinement.reads is None:
+            confinement = confinement.prepared()  # here, once: not in every candidate's process
         pid = os.fork()
         if pid == 0:
             try:
@@ -141,10 +151,12 @@ class ForkServer:
         """Start the next spare now (its CUDA comes up in the background)."""
         self._request({"op": "warm"}, timeout_s)
 
-    def wait_ready(self, timeout_s: float) -> None:
+    def wait_ready(self, timeout_s: float) -> dict[str, float]:
         """Block until the spare's CUDA is up and every ended process is gone, so neither
-        starts nor tears down during a timed run."""
-        self._orphans(self._request({"op": "ready"}, timeout_s)[0])
+        starts nor tears down during a timed run; the server's seconds on each."""
+        reply = self._request({"op": "ready"}, timeout_s)[0]
+        self._orphans(reply)
+        return {str(k): float(v) for k, v in reply.get("seconds", {}).items()}
 
     def take(self, timeout_s: float) -> CandidateProcess:
         began = time.perf_counter()
@@ -156,6 +168,7 @@ class ForkServer:
             conn=Connection(fds[0]),
             start_seconds=float(reply["start_seconds"]),
             wait_seconds=time.perf_counter() - began,
+            start_stages={str(k): float(v) for k, v in reply.get("start_stages", {}).items()},
         )
 
     def end(self, pid: int, wait: bool = True, timeout_s: float = 30.0) -> str:
@@ -235,16 +248,19 @@ class _Server:
                 self.spare = self._fork()
             return {"ok": True}, ()
         if op == "ready":
+            began = time.perf_counter()
             orphans = self._settle()
+            settled = time.perf_counter()
             self._ready()
-            return {"ok": True, "orphans": orphans}, ()
+            seconds = {"ended processes": settled - began, "spare": time.perf_counter() - settled}
+            return {"ok": True, "orphans": orphans, "seconds": seconds}, ()
         if op == "take":  # ended processes may still be tearing down: the next "ready" reaps them
             spare, ready = self._ready()
             self.spare = None
             self.taken.add(spare.pid)
             fd = os.dup(spare.conn.fileno())  # sent, then closed here; the referee keeps its copy
             spare.conn.close()
-            return {"pid": spare.pid, "start_seconds": ready.start_seconds}, (fd,)
+            return {"pid": spare.pid, "start_seconds": ready.start_seconds, "start_stages": ready.start_stages}, (fd,)
         if op == "end":
             pid = int(message["pid"])
             self.taken.discard(pid)
@@ -316,6 +332,7 @@ class _Server:
             scratch = Path(tempfile.mkdtemp(prefix="htam-candidate-", dir=str(root) if root else None))
         pid = os.fork()
         if pid == 0:
+            forked_at = time.perf_counter()
             try:
                 ours.close()
                 self.sock.close()
@@ -330,7 +347,13 @@ class _Server:
                     walls = sandbox.confine(self.confinement.policy(scratch, extra))
                     logger.debug("candidate process confined: %s", walls)
                     os.chdir(scratch)
-                harness.serve(Connection(fd), self.device_index, self.profile_dir, confined=scratch is not None)
+                harness.serve(
+                    Connection(fd),
+                    self.device_index,
+                    self.profile_dir,
+                    confined=scratch is not None,
+                    forked_at=forked_at,
+                )
             except BaseException:
                 logger.exception("candidate process failed")
             finally:

@@ -154,6 +154,11 @@ class EvalResult(BaseModel):
     process_start_seconds: float | None = Field(
         None, description="fork to CUDA ready of that process (hidden when it started as a spare)"
     )
+    process_start_stages: dict[str, float] = Field(
+        default_factory=dict,
+        description="where process_start_seconds went (the process's clock): its walls, the loader of prebuilt "
+        "extensions, CUDA",
+    )
     stage_seconds: dict[str, float] = Field(
         default_factory=dict, description="where the evaluation's time went, by stage (referee's clock)"
     )

@@ -163,7 +163,8 @@ class NamedTensor(BaseModel):
 class Ready(BaseModel):
     kind: Literal["ready"] = "ready"
     pid: int
-    start_seconds: float
+    start_seconds: float  # fork -> CUDA ready
+    start_stages: dict[str, float] = Field(default_factory=dict, max_length=16)  # where that time went
 
 
 class Loaded(BaseModel):

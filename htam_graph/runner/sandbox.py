@@ -34,6 +34,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import errno
+import functools
 import logging
 import os
 import resource
@@ -274,6 +275,7 @@ _CONNECTING = ("connect", "accept", "accept4")
 _PROCESS_START = ("execve", "execveat", "fork", "vfork")
 
 
+@functools.cache  # found and loaded once (find_library runs ldconfig): a fork server's processes inherit it
 def _libseccomp() -> ctypes.CDLL | None:
     name = ctypes.util.find_library("seccomp") or "libseccomp.so.2"
     try:
@@ -521,8 +523,18 @@ def _library_path() -> tuple[Path, ...]:
     return tuple(Path(p) for p in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p)
 
 
+def candidate_reads(readable: tuple[Path, ...] = ()) -> tuple[Path, ...]:
+    """What a candidate's process reads: the system, the driver's libraries, Python and
+    `readable` (the judge's build cache)."""
+    system = (*(Path(p) for p in (*_SYSTEM_READ, *_ETC_READ)), *_library_path(), *driver_library_dirs())
+    return (*system, *python_paths(), *readable)
+
+
 def candidate_policy(
-    scratch: Path, readable: tuple[Path, ...] = (), environment: dict[str, str] | None = None
+    scratch: Path,
+    readable: tuple[Path, ...] = (),
+    environment: dict[str, str] | None = None,
+    reads: tuple[Path, ...] | None = None,
 ) -> Policy:
     """A candidate's process: reads the system, Python and `readable` (the judge's build
     cache), writes only `scratch` and its own /proc entries, uses the GPU, starts nothing.
@@ -531,12 +543,12 @@ def candidate_policy(
     cudaGetDeviceCount otherwise; found on the H200 by bench/scripts/sandbox_cuda_smoke.py,
     bench/results/sandbox-2026-12-05-h200). The rule is added in the confined process itself,
     so /proc/self names that process and no other: another process's /proc/<pid> (the
-    judge's memory, say) stays read-only, and the user drop and seccomp still apply."""
+    judge's memory, say) stays read-only, and the user drop and seccomp still apply.
+    `reads`: candidate_reads(readable), when found already."""
     env = dict(environment or {})
     env.update({"HOME": str(scratch), "TMPDIR": str(scratch), "PWD": str(scratch)})
-    system = (*(Path(p) for p in (*_SYSTEM_READ, *_ETC_READ)), *_library_path(), *driver_library_dirs())
     return Policy(
-        read=(*system, *python_paths(), *readable),
+        read=reads if reads is not None else candidate_reads(readable),
         write=(scratch, Path("/proc/self")),
         devices=gpu_devices(),
         listable=(package_root(),),

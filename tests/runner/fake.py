@@ -162,8 +162,8 @@ class FakeProcesses:
     def warm(self) -> None:
         pass
 
-    def wait_ready(self, timeout_s: float) -> None:
-        pass
+    def wait_ready(self, timeout_s: float) -> dict[str, float]:
+        return {}
 
     def end(self, link: CandidateLink, wait: bool) -> str:
         return "exit code 0"

@@ -19,7 +19,13 @@ from htam_graph.runner.protocol import Ready
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork, prctl and /proc are Linux's")
 
 
-def _echo(conn: Connection, device_index: int, profile_dir: str | None = None, confined: bool = False) -> None:
+def _echo(
+    conn: Connection,
+    device_index: int,
+    profile_dir: str | None = None,
+    confined: bool = False,
+    forked_at: float | None = None,
+) -> None:
     conn.send_bytes(Ready(pid=os.getpid(), start_seconds=0.01).model_dump_json().encode())
     while True:
         message = conn.recv()

@@ -41,7 +41,13 @@ pytestmark = [
 ]
 
 
-def _loader(conn: Connection, device_index: int, profile_dir: str | None = None, confined: bool = False) -> None:
+def _loader(
+    conn: Connection,
+    device_index: int,
+    profile_dir: str | None = None,
+    confined: bool = False,
+    forked_at: float | None = None,
+) -> None:
     """The candidate process's loop in these tests: load a library, say how its attack went."""
     conn.send_bytes(Ready(pid=os.getpid(), start_seconds=0.01).model_dump_json().encode())
     while True:
@@ -383,7 +389,13 @@ def test_a_source_composed_at_run_time_is_built_by_the_referee(monkeypatch, tmp_
     version = nvcc_version(settings.nvcc)
     composed = 'extern "C" __global__ void k(float* x) { x[0] = ' + str(os.getpid()) + ".0f; }"
 
-    def serve(conn: Connection, device_index: int, profile_dir: str | None = None, confined: bool = False) -> None:
+    def serve(
+        conn: Connection,
+        device_index: int,
+        profile_dir: str | None = None,
+        confined: bool = False,
+        forked_at: float | None = None,
+    ) -> None:
         conn.send_bytes(Ready(pid=os.getpid(), start_seconds=0.01).model_dump_json().encode())
         conn.recv()  # the Finish below
 

@@ -89,18 +89,28 @@ def _is_cuda_error(exc: BaseException) -> bool:
     return isinstance(exc, CudaDriverError) or "CUDA error" in str(exc) or type(exc).__name__ == "AcceleratorError"
 
 
-def serve(conn: Connection, device_index: int, profile_dir: str | None = None, confined: bool = False) -> None:
+def serve(
+    conn: Connection,
+    device_index: int,
+    profile_dir: str | None = None,
+    confined: bool = False,
+    forked_at: float | None = None,
+) -> None:
     """Entry point of a fresh candidate process: bring CUDA up, say so, then obey. With
     `profile_dir` (bench_runner.py --profile), under cProfile from the start (so the
     integrity baseline includes the profiler), its stats written there on Finish.
     `confined`: the fork server sandboxed this process, which can start no compiler: CUDA
-    sources load from the cache (built before), load_inline from the builder's folder."""
+    sources load from the cache (built before), load_inline from the builder's folder.
+    `forked_at`: when the fork server forked it (perf_counter), so that its start counts
+    the walls put up before this call too."""
+    entered = time.perf_counter()
+    started = entered if forked_at is None else forked_at
     if confined:
         use_prebuilt()
+    prebuilt = time.perf_counter()
     profiler = cProfile.Profile() if profile_dir else None
     if profiler is not None:
         profiler.enable()
-    started = time.perf_counter()
     device = torch.device("cuda", device_index)
     torch.cuda.set_device(device)
     # Candidates are held to true fp32, like the reference (the referee sets the same).
@@ -110,7 +120,9 @@ def serve(conn: Connection, device_index: int, profile_dir: str | None = None, c
     harness = Harness(conn, device, timing.L2Flusher())
     if confined:
         forbid_builds("the referee could not build this CUDA source for the sandbox", harness.ask_build)
-    _send(conn, Ready(pid=os.getpid(), start_seconds=time.perf_counter() - started))
+    ready = time.perf_counter()
+    stages = {"fork to serve": entered - started, "prebuilt loader": prebuilt - entered, "cuda": ready - prebuilt}
+    _send(conn, Ready(pid=os.getpid(), start_seconds=ready - started, start_stages=stages))
     harness.serve(lambda: _dump(profiler, profile_dir))
 
 

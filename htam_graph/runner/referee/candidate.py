@@ -4,7 +4,7 @@ ends early (runner/referee/judge.py)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 import torch
@@ -49,6 +49,7 @@ class Taken:
     link: CandidateLink
     start_seconds: float
     wait_seconds: float
+    start_stages: dict[str, float] = field(default_factory=dict)
 
 
 class ProcessSource(Protocol):
@@ -58,7 +59,9 @@ class ProcessSource(Protocol):
 
     def warm(self) -> None: ...
 
-    def wait_ready(self, timeout_s: float) -> None: ...
+    def wait_ready(self, timeout_s: float) -> dict[str, float]:
+        """Block until the next process is up and the ended ones are gone; seconds spent on each."""
+        ...
 
     def end(self, link: CandidateLink, wait: bool) -> str:
         """End the candidate's process; with `wait`, once it is gone (for its exit status)."""

@@ -110,10 +110,11 @@ class Case:
             self.result.verdict = Verdict.CHECKED
             return
         self.stage = "starting the candidate's process"
-        with self.timer("process"):
+        with self.timer("process"), self.timer("process:take"):
             taken = self.judge.processes.take(self.config.startup_timeout_s)
             self.link = taken.link
             self.result.process_start_seconds = taken.start_seconds
+            self.result.process_start_stages = {k: round(v, 4) for k, v in taken.start_stages.items()}
             self.result.process_wait_seconds = taken.wait_seconds
             self.judge.processes.warm()  # the next candidate's process starts while this one loads
         self.deadline = time.monotonic() + self.config.job_timeout(job.fmt)
@@ -122,8 +123,10 @@ class Case:
         with self.timer("correctness"):
             Correctness(self).run(reference)
         self.stage = "waiting for the next candidate process to start"
-        with self.timer("process"):
-            self.judge.processes.wait_ready(self.config.startup_timeout_s)
+        with self.timer("process"), self.timer("process:ready"):  # the next spare is up, the last one gone
+            waited = self.judge.processes.wait_ready(self.config.startup_timeout_s)
+        for what, seconds in waited.items():
+            self.result.stage_seconds[f"process:ready:{what}"] = round(seconds, 4)
         with self.timer("timing"):
             TimedRuns(self).run(reference, eager, compiled)
         self.stage = "finishing"

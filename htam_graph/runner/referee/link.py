@@ -117,13 +117,15 @@ class ForkedProcesses:
             process.start_seconds,
             process.wait_seconds,
         )
-        return Taken(ProcessLink(process, self.device), process.start_seconds, process.wait_seconds)
+        return Taken(
+            ProcessLink(process, self.device), process.start_seconds, process.wait_seconds, process.start_stages
+        )
 
     def warm(self) -> None:
         self.server.warm()
 
-    def wait_ready(self, timeout_s: float) -> None:
-        self.server.wait_ready(timeout_s)
+    def wait_ready(self, timeout_s: float) -> dict[str, float]:
+        return self.server.wait_ready(timeout_s)
 
     def end(self, link: CandidateLink, wait: bool) -> str:
         return self.server.end(link.pid, wait)

@@ -15,6 +15,9 @@ the referee recorded after the build (kept in the referee's memory).
 from __future__ import annotations
 
 import hashlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
 import inspect
 import json
 import logging
@@ -24,6 +27,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from htam_graph.runner import sandbox
@@ -119,12 +123,47 @@ def _torch_arch(arch: str) -> str:
 # --- the candidate's process -----------------------------------------------------------------
 
 
+_EXTENSIONS = "torch.utils.cpp_extension"
+
+
 def use_prebuilt() -> None:
     """Make torch's load_inline/load in this process load what the builder built, never
     compile (a confined candidate's process may not start a compiler). The library's name
-    follows torch's own versioning, which is deterministic for the same sequence of calls."""
-    import torch.utils.cpp_extension as ext
+    follows torch's own versioning, which is deterministic for the same sequence of calls.
 
+    Done when torch.utils.cpp_extension is first imported, not now: importing it takes a
+    fresh process about 0.25 s (it was a sandboxed job's largest extra cost, H100,
+    bench/results/sandbox-2026-12-06-h100-start), which a native-format candidate, the
+    common case, never needs; and the fork server cannot import it once for all (its import
+    asks CUDA whether it is available, which no process may do before it forks)."""
+    module = sys.modules.get(_EXTENSIONS)
+    if module is not None:
+        _patch(module)
+    elif not any(isinstance(finder, _PatchOnImport) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _PatchOnImport())
+
+
+class _PatchOnImport(importlib.abc.MetaPathFinder):
+    """Patches torch.utils.cpp_extension right after it is first executed."""
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        if fullname != _EXTENSIONS:
+            return None
+        sys.meta_path.remove(self)  # once; and the search below must not find this finder
+        spec = importlib.util.find_spec(fullname)
+        if spec is None or spec.loader is None:
+            return spec
+        execute = spec.loader.exec_module
+
+        def exec_module(module: ModuleType) -> None:
+            execute(module)
+            _patch(module)
+
+        spec.loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
+
+
+def _patch(ext: Any) -> None:
     original = ext._jit_compile
     if getattr(original, "htam_prebuilt", False):
         return

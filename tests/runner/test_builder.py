@@ -5,6 +5,7 @@ then loads what it built without starting a compiler."""
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -90,3 +91,34 @@ def test_a_built_extension_loads_in_a_confined_process_without_a_compiler(tmp_pa
     os.waitpid(pid, 0)
     assert report == "|[2.0, 2.0, 2.0]", report  # no attack got through, and it computed
     assert not Path("/tmp/htam-builder-pwned").exists()
+
+
+def test_the_prebuilt_loader_is_put_in_when_torch_extensions_are_first_imported():
+    """use_prebuilt costs a process nothing until a candidate imports torch's extension
+    loader (native candidates never do); then load_inline loads what the builder built."""
+    code = (
+        "import sys, torch\n"
+        "from htam_graph.runner.builder import use_prebuilt\n"
+        "use_prebuilt(); use_prebuilt()\n"
+        "print('torch.utils.cpp_extension' in sys.modules)\n"
+        "from torch.utils.cpp_extension import load_inline\n"
+        "import torch.utils.cpp_extension as ext\n"
+        "print(getattr(ext._jit_compile, 'htam_prebuilt', False))\n"
+        "try:\n"
+        "    load_inline('htam_absent', cpp_sources='', functions=[], build_directory=sys.argv[1])\n"
+        "except RuntimeError as e:\n"
+        "    print(str(e).split(':')[0])\n"
+        "use_prebuilt()\n"  # imported already: patched at once, and only once
+        "print(getattr(ext._jit_compile, 'htam_prebuilt', False))\n"
+    )
+    folder = tempfile.mkdtemp()
+    out = subprocess.run(
+        [sys.executable, "-c", code, folder],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **sandbox.python_env()},
+    )
+    assert out.stdout.split("\n")[:4] == ["False", "True", "Error building extension 'htam_absent'", "True"], (
+        out.stdout + out.stderr
+    )

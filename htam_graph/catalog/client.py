@@ -1,10 +1,11 @@
 """The strategy catalog as an LLM backend (`--llm catalog`): a template generator, not a
 language model.
 
-It reads the values each prompt was rendered from (`Prompt.context`), never the prompt's
-text: the task's source (recognized by its graph, catalog/families.py), the run's best
-candidate, or its fastest correct one while the reference is the best (the header records
-the knobs either was made with; "the best kernel" below), and the step's strategy.
+It reads what each prompt was rendered from (`Prompt.context`, an llm/request.Request),
+never the prompt's text: the task's source (recognized by its graph, catalog/families.py),
+the run's best candidate, or its fastest correct one while the reference is the best (the
+header records the knobs either was made with; "the best kernel" below), and the step's
+strategy.
 - select_local: among the offered strategies, one the catalog implements that changes
   the best kernel and was not tried since the best was set, ranked by the strategy's own
   record in the memory, then by the catalog's order for the family.
@@ -24,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from htam_graph.catalog.families import Recognition, recognize
 from htam_graph.catalog.ir import Unsupported
@@ -35,6 +36,7 @@ from htam_graph.catalog.space import task_space
 from htam_graph.catalog.strategies import STRATEGIES, Applied, apply, curriculum, first_kernel
 from htam_graph.errors import BadInput
 from htam_graph.llm.base import Completion, InvalidAnswer, LLMClient, Prompt, T
+from htam_graph.llm.request import Offer, Request, StepView
 from htam_graph.vocab import Verdict
 
 # The tuned start: each run's first step is the family's hand-tuned first kernel, which does
@@ -72,13 +74,13 @@ class CatalogClient(LLMClient):
             )
 
     def complete(self, prompt: Prompt, max_tokens: int | None = None) -> Completion:
-        context = prompt.context
+        request = self._request(prompt)
         if prompt.template == "generate":
-            text = self.generate(context)
+            text = self.generate(request)
         elif prompt.template == "repair":
-            text = self.repair(context)
+            text = self.repair(request)
         elif prompt.template == "reflect":
-            text = _note(context)
+            text = _note(request)
         else:
             raise InvalidAnswer(f"the catalog answers no {prompt.template!r} call", self._completion(""))
         return self._completion(text)
@@ -86,20 +88,26 @@ class CatalogClient(LLMClient):
     def structured(self, prompt: Prompt, schema: type[T], max_tokens: int | None = None) -> tuple[T, Completion]:
         if prompt.template != "select_local":
             raise InvalidAnswer(f"the catalog makes no structured {prompt.template!r} answer", self._completion(""))
-        choice = self.select_local(prompt.context)
+        choice = self.select_local(self._request(prompt))
         completion = self._completion(json.dumps(choice))
         return schema.model_validate(choice), completion
 
     def _completion(self, text: str) -> Completion:
         return Completion(text=text, model=self.model, stop_reason="catalog")
 
+    def _request(self, prompt: Prompt) -> Request:
+        if prompt.context is None:
+            why = f"the catalog reads what a prompt was rendered from, and this {prompt.template!r} call carries none"
+            raise InvalidAnswer(why, self._completion(""))
+        return prompt.context
+
     # -- the calls ----------------------------------------------------------------------------
-    def directions(self, state: dict[str, Any]) -> frozenset[str] | None:
+    def directions(self, state: StepView) -> frozenset[str] | None:
         """The globals under which some strategy of the catalog changes the run's best
         kernel; None for a model the catalog has no kernels for (every step is then a failed
         generation, whose answer says why)."""
         try:
-            rec = recognize(state["task"]["source"])
+            rec = recognize(state.task.source)
         except Unsupported:
             return None
         knobs, _, _ = self._start(rec, state)
@@ -114,55 +122,57 @@ class CatalogClient(LLMClient):
         fresh = frozenset(g for g, sids in composing.items() if any(sid not in tried for sid in sids))
         return fresh or frozenset(composing)
 
-    def select_local(self, context: dict[str, Any]) -> dict[str, str]:
-        offered = context["locals"]
-        state = context["state"]
+    def select_local(self, request: Request) -> dict[str, str]:
+        offered = request.locals
+        state = _state(request)
         try:
-            rec = recognize(state["task"]["source"])
+            rec = recognize(state.task.source)
         except Unsupported as e:
-            return {"local_id": offered[0]["id"], "reason": f"the catalog has no kernels for this model ({e})"}
+            return {"local_id": offered[0].id, "reason": f"the catalog has no kernels for this model ({e})"}
         knobs, _, _ = self._start(rec, state)
         tried = _tried_since_best(state)
         family = rec.family.value
         order = self._order(rec)
         composing = []
         for loc in offered:
-            if loc["id"] not in STRATEGIES:
+            if loc.id not in STRATEGIES:
                 continue
-            result = self._apply(rec, knobs, loc["id"])
+            result = self._apply(rec, knobs, loc.id)
             if not result.reason:
                 composing.append(loc)
-        fitting = [loc for loc in composing if family in loc["applies_to"] or "any" in loc["applies_to"]] or composing
-        fresh = [loc for loc in fitting if loc["id"] not in tried] or fitting
-        rank = (lambda loc: _draw(state, loc["id"])) if self.spaced else (lambda loc: -_position(order, loc["id"]))
+        fitting = [loc for loc in composing if family in loc.applies_to or "any" in loc.applies_to] or composing
+        fresh = [loc for loc in fitting if loc.id not in tried] or fitting
+        rank = (lambda loc: _draw(state, loc.id)) if self.spaced else (lambda loc: -_position(order, loc.id))
         if fresh:
             best = max(fresh, key=lambda loc: (_record(loc), rank(loc)))
             why = f"its template applies to this {family} kernel and changes it; record {_describe(best)}"
-            if best["id"] in tried:
+            if best.id in tried:
                 why += " (every composing strategy was tried since the best was set)"
-            return {"local_id": best["id"], "reason": why}
+            return {"local_id": best.id, "reason": why}
         best = max(offered, key=lambda loc: (_record(loc), rank(loc)))
         return {
-            "local_id": best["id"],
+            "local_id": best.id,
             "reason": f"none of the offered strategies changes this {family} kernel; "
             f"taken by its record {_describe(best)}",
         }
 
-    def generate(self, context: dict[str, Any]) -> str:
-        state = context["state"]
+    def generate(self, request: Request) -> str:
+        state = _state(request)
         try:
-            rec = recognize(state["task"]["source"])
+            rec = recognize(state.task.source)
             knobs, strategies, first = self._start(rec, state)
-            local, glob = context.get("local"), context.get("glob")
+            local, glob = request.local, request.glob
             if local is not None:
-                order = [local["id"]]
+                order = [local.id]
             else:
-                order = _under(self._order(rec), glob["id"] if glob is not None else None)
-            skipped, chosen = self._nth_composing(rec, knobs, order, 0 if local else _steps_since_best(state))
+                order = _under(self._order(rec), glob.id if glob is not None else None)
+            skipped, chosen = self._nth_composing(
+                rec, knobs, order, 0 if local is not None else _steps_since_best(state)
+            )
             if self.spaced and local is None and glob is not None and chosen is not None:
                 chosen = self._drawn_untried(rec, knobs, order, state) or chosen
             if chosen is None:
-                what = f"strategy {order[0]}" if local is not None else f"direction {glob['id']}" if glob else "catalog"
+                what = f"strategy {order[0]}" if local is not None else f"direction {glob.id}" if glob else "catalog"
                 reasons = "; ".join(f"{sid}: {why}" for sid, why in skipped[:4])
                 return f"No candidate: nothing in the {what} changes this kernel ({reasons})."
             header = Header(
@@ -174,13 +184,13 @@ class CatalogClient(LLMClient):
             return f"No candidate: the strategy catalog has no kernel templates for this model ({e})."
         return f"```python\n{source}```\n"
 
-    def repair(self, context: dict[str, Any]) -> str:
-        state = context["state"]
-        best = _base(state)["source"]
+    def repair(self, request: Request) -> str:
+        state = _state(request)
+        best = state.base.source
         if best is not None:
             return f"The catalog cannot repair its templates; here is the best kernel so far.\n```python\n{best}```\n"
         try:
-            rec = recognize(state["task"]["source"])
+            rec = recognize(state.task.source)
             source = self._written(
                 rec, Knobs(), Header(CATALOG_MODEL, rec.describe(), [], ["a repair: the failed variant is dropped"], [])
             )
@@ -188,11 +198,11 @@ class CatalogClient(LLMClient):
             return f"No candidate: the strategy catalog has no kernel templates for this model ({e})."
         return f"The catalog cannot repair its templates; here is its base kernel.\n```python\n{source}```\n"
 
-    def strategies(self, state: dict[str, Any]) -> list[str] | None:
+    def strategies(self, state: StepView) -> list[str] | None:
         """The strategies that change the kernel a step builds on, in the catalog's order;
         None for a model the catalog has no kernels for."""
         try:
-            rec = recognize(state["task"]["source"])
+            rec = recognize(state.task.source)
         except Unsupported:
             return None
         knobs, _, _ = self._start(rec, state)
@@ -217,7 +227,7 @@ class CatalogClient(LLMClient):
         every implemented one, the family's order first."""
         return task_space(rec).strategies if self.spaced else curriculum(rec.family)
 
-    def _drawn_untried(self, rec: Recognition, knobs: Knobs, order: list[str], state: dict[str, Any]) -> Chosen | None:
+    def _drawn_untried(self, rec: Recognition, knobs: Knobs, order: list[str], state: StepView) -> Chosen | None:
         """A strategy of `order` that changes the kernel, drawn by the run among those not tried
         since the best was set (among all of them once each was tried)."""
         tried = _tried_since_best(state)
@@ -225,7 +235,7 @@ class CatalogClient(LLMClient):
         pool = [c for c in composing if c.id not in tried] or composing
         return max(pool, key=lambda c: _draw(state, c.id), default=None)
 
-    def _start(self, rec: Recognition, state: dict[str, Any]) -> tuple[Knobs, list[str], list[str]]:
+    def _start(self, rec: Recognition, state: StepView) -> tuple[Knobs, list[str], list[str]]:
         """The kernel a step builds on: its knobs, the strategies in it, and the family's
         first-kernel strategies when it is the family's first kernel (else []). That is the
         run's best (or fastest correct) catalog kernel; before there is one, the family's first
@@ -290,36 +300,36 @@ class Chosen:
     knobs: Knobs
 
 
-def _base(state: dict[str, Any]) -> dict[str, Any]:
-    """The candidate the catalog builds on: the run's best, or, while the reference is the
-    best, the run's fastest correct kernel. A GEMM's register tiles at 0.6x eager are still
-    the kernel the next strategy must apply to, not the 0.13x base kernel."""
-    best = state["best"]
-    fastest = state.get("fastest")
-    return fastest if best["source"] is None and fastest is not None else best
+def _state(request: Request) -> StepView:
+    if request.state is None:
+        raise ValueError("the call's request carries no step state (llm/request.Request.state)")
+    return request.state
 
 
-def best_record(state: dict[str, Any], records: RecordBook | None = None) -> tuple[Knobs, list[str]]:
-    """The knobs and strategies of the candidate the catalog builds on (`_base`): those kept
+def best_record(state: StepView, records: RecordBook | None = None) -> tuple[Knobs, list[str]]:
+    """The knobs and strategies of the candidate the catalog builds on (`state.base`: the
+    run's best, or, while the reference is the best, the run's fastest correct kernel: a
+    GEMM's register tiles at 0.6x eager are still the kernel the next strategy must apply
+    to, not the 0.13x base kernel): those kept
     in `records` when it is a kernel the client wrote, else those its `# catalog:` line records
     (the base kernel when it is the reference or not the catalog's)."""
     return _recorded(state, records) or (Knobs(), [])
 
 
-def _recorded(state: dict[str, Any], records: RecordBook | None = None) -> tuple[Knobs, list[str]] | None:
+def _recorded(state: StepView, records: RecordBook | None = None) -> tuple[Knobs, list[str]] | None:
     """best_record's answer when the candidate built on is the catalog's; None when it is the
     reference, not the catalog's, or a record this catalog cannot read."""
-    source = _base(state)["source"]
+    source = state.base.source
     record = (records or RecordBook()).of(source)
     if record is None:
         return None
     return record.knobs, list(record.applied)
 
 
-def _failed_without_base(state: dict[str, Any]) -> bool:
+def _failed_without_base(state: StepView) -> bool:
     """Whether a step of the run failed to give a correct kernel (a generation that gave no
     candidate aside) while the run had none to build on."""
-    return any(p["verdict"] not in (Verdict.OK.value, Verdict.NO_CANDIDATE.value) for p in state.get("path", []))
+    return any(p.verdict not in (Verdict.OK, Verdict.NO_CANDIDATE) for p in state.path)
 
 
 def _under(order: list[str], glob_id: str | None) -> list[str]:
@@ -328,46 +338,47 @@ def _under(order: list[str], glob_id: str | None) -> list[str]:
     return [sid for sid in order if sid.startswith(prefix)]
 
 
-def _steps_since_best(state: dict[str, Any]) -> int:
-    best = _base(state)["step_index"]
-    return state["step_index"] - (best + 1 if best is not None else 0)
+def _steps_since_best(state: StepView) -> int:
+    best = state.base.step_index
+    return state.step_index - (best + 1 if best is not None else 0)
 
 
-def _tried_since_best(state: dict[str, Any]) -> set[str]:
-    best = _base(state)["step_index"]
-    return {p["local_id"] for p in state["path"] if p["local_id"] and (best is None or p["index"] > best)}
+def _tried_since_best(state: StepView) -> set[str]:
+    best = state.base.step_index
+    return {p.local_id for p in state.path if p.local_id and (best is None or p.index > best)}
 
 
-def _draw(state: dict[str, Any], what: str) -> int:
+def _draw(state: StepView, what: str) -> int:
     """A tie-break the run draws: the same for the same run, step and option."""
-    key = f"{state.get('run_id', '')}|{state['step_index']}|{what}"
+    key = f"{state.run_id}|{state.step_index}|{what}"
     return int(hashlib.sha256(key.encode()).hexdigest()[:12], 16)
 
 
-def _record(loc: dict[str, Any]) -> float:
+def _record(loc: Offer) -> float:
     """The strategy's mean reward shrunk toward 0, then, when the method conditions on the
     task's operator family (`family`, loop/state.LocalView), its mean on that family shrunk
     toward this: (R_f + SHRINK * pooled) / (n_f + SHRINK), the pooled record itself while the
     family has no steps (memory/scoring.shrink; docs/method.md, "Conditioning on the
     operator family")."""
-    o = loc["outcomes"]
-    attempts = o["attempts"]
-    pooled = (o["mean_reward"] or 0.0) * attempts / (attempts + SHRINK)
-    family = loc.get("family")
-    if not family or not family["attempts"]:
+    o = loc.outcomes
+    attempts = o.attempts
+    pooled = (o.mean_reward or 0.0) * attempts / (attempts + SHRINK)
+    family = loc.family
+    if family is None or not family.attempts:
         return pooled
-    return (family["reward_sum"] + SHRINK * pooled) / (family["attempts"] + SHRINK)
+    return (family.reward_sum + SHRINK * pooled) / (family.attempts + SHRINK)
 
 
-def _describe(loc: dict[str, Any]) -> str:
-    o = loc["outcomes"]
-    if not o["attempts"]:
+def _describe(loc: Offer) -> str:
+    o = loc.outcomes
+    if not o.attempts:
         return "(not tried yet)"
-    text = f"mean reward {o['mean_reward']:+.2f} over {o['attempts']} step(s)"
-    family = loc.get("family")
-    if family and family["attempts"]:
-        mean = family["reward_sum"] / family["attempts"]
-        text += f", {mean:+.2f} over {family['attempts']} on {family['family']} tasks"
+    mean_reward = o.mean_reward if o.mean_reward is not None else 0.0  # never None once tried
+    text = f"mean reward {mean_reward:+.2f} over {o.attempts} step(s)"
+    family = loc.family
+    if family is not None and family.attempts:
+        mean = family.reward_sum / family.attempts
+        text += f", {mean:+.2f} over {family.attempts} on {family.family} tasks"
     return f"({text})"
 
 
@@ -375,7 +386,7 @@ def _position(order: list[str], sid: str) -> int:
     return order.index(sid) if sid in order else len(order)
 
 
-def _note(context: dict[str, Any]) -> str:
-    feedback = context["feedback"]
-    what = context.get("local_id") or context.get("global_id") or "no strategy"
-    return f"catalog: {what} on {context['task_id']}: {feedback['verdict']}"
+def _note(request: Request) -> str:
+    what = request.local_id or request.global_id or "no strategy"
+    verdict = request.feedback.verdict.value if request.feedback is not None else None
+    return f"catalog: {what} on {request.task_id}: {verdict}"

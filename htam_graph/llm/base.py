@@ -17,10 +17,11 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from types import TracebackType
-from typing import Any, ClassVar, Self, TypeVar
+from typing import ClassVar, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from htam_graph.llm.request import Request, StepView
 from htam_graph.templating import Rendered
 
 T = TypeVar("T", bound=BaseModel)
@@ -38,9 +39,9 @@ class Prompt(BaseModel):
     shared: str = ""
     user: str
     rendered: tuple[Rendered, ...] = ()
-    # The values the user part was rendered from, as JSON: for a backend that reads the
-    # state itself rather than the text (the strategy catalog). Not sent, not hashed.
-    context: dict[str, Any] = Field(default_factory=dict)
+    # What the user part was rendered from, for a backend that reads the state itself rather
+    # than the text (the strategy catalog; llm/request.py). Not sent, not hashed.
+    context: Request | None = None
 
     @classmethod
     def build(
@@ -50,7 +51,7 @@ class Prompt(BaseModel):
         system: Sequence[Rendered] = (),
         static: Sequence[Rendered] = (),
         shared: Sequence[Rendered] = (),
-        context: dict[str, Any] | None = None,
+        context: Request | None = None,
     ) -> Prompt:
         """A prompt from rendered templates; the parts of `system`, `static` and `shared`
         are each joined by a blank line, and every template is kept in `rendered` for the
@@ -62,7 +63,7 @@ class Prompt(BaseModel):
             shared=_join(shared),
             user=user.text,
             rendered=(*system, *static, *shared, user),
-            context=context or {},
+            context=context,
         )
 
     @property
@@ -193,13 +194,13 @@ class LLMClient(ABC):
     def structured(self, prompt: Prompt, schema: type[T], max_tokens: int | None = None) -> tuple[T, Completion]:
         """An answer validated against `schema`; InvalidAnswer when it is not one."""
 
-    def directions(self, state: dict[str, Any]) -> frozenset[str] | None:
-        """The global directions this backend can act on in `state` (the step's state as
-        the prompts receive it, in JSON); None means all of them: a language model can
-        attempt any direction. The policy draws only among the directions named."""
+    def directions(self, state: StepView) -> frozenset[str] | None:
+        """The global directions this backend can act on in `state` (the step's state, as
+        llm/request.py reads it); None means all of them: a language model can attempt any
+        direction. The policy draws only among the directions named."""
         return None
 
-    def strategies(self, state: dict[str, Any]) -> list[str] | None:
+    def strategies(self, state: StepView) -> list[str] | None:
         """The local strategies this backend can apply in `state`, in its own order; None
         means any: a language model can attempt every strategy. The controls without a
         memory (random, feedback) draw among the strategies named (docs/method.md)."""

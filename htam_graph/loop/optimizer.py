@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-import json
 import logging
 import random
 from collections.abc import Callable, Iterable
@@ -24,6 +23,7 @@ from pydantic import BaseModel, Field, create_model
 from htam_graph.config import ScoringParams
 from htam_graph.errors import BadInput
 from htam_graph.llm.base import InvalidAnswer, LLMClient, Prompt, RecordedChoice, Usage
+from htam_graph.llm.request import Request
 from htam_graph.llm.script import Script, ScriptEntry
 from htam_graph.loop.evaluators import CandidateEvaluator, hardware_of, reference_of
 from htam_graph.loop.extract import extract_candidate
@@ -506,7 +506,7 @@ class Optimizer:
         model). feedback: with a generator that names its strategies, one drawn uniformly among
         those not tried since the best was set (all once each was tried); a language model
         chooses its own change from the feedback (no strategy)."""
-        can = self.client.strategies(_jsonable({"state": state})["state"])
+        can = self.client.strategies(state.view())
         if can is None and self.method == Method.FEEDBACK:
             return Direction()
         views = {v.id: v for v in (LocalView.of(loc) for loc in self.store.get_locals())}
@@ -529,7 +529,7 @@ class Optimizer:
         A language model names none; it is offered the directions that fit the task (issue
         34, item 6): those with a strategy for the task's operator family, and no direction
         aimed at memory-bound kernels when the task is compute-bound."""
-        can = self.client.directions(_jsonable({"state": state})["state"])
+        can = self.client.directions(state.view())
         if not can:
             return self._fitting_globals(candidates)
         return sorted(set(candidates) & can) or None
@@ -612,7 +612,7 @@ class Optimizer:
         )
         views = {v.id: v for v in (LocalView.of(loc) for loc in self.store.get_locals())}
         retrieved = [RetrievedStep.of(s, _strategy_text(views, s.step.local_id)) for s in similar[:FLAT_TOP_K]]
-        can = self.client.strategies(_jsonable({"state": state})["state"])
+        can = self.client.strategies(state.view())
         if can is None:
             return Direction(retrieved=retrieved)
         pool = [sid for sid in can if sid in views]
@@ -713,7 +713,7 @@ class Optimizer:
                 self._static.append(render("memory_bank", globals=self.store.get_globals()))
             self._static.append(render("task", task=self.context))
         shared = [self._shared] if self._shared is not None else []
-        return Prompt.build(user=user, system=system, static=self._static, shared=shared, context=_jsonable(values))
+        return Prompt.build(user=user, system=system, static=self._static, shared=shared, context=Request.of(values))
 
     # -- the run folder -------------------------------------------------------------------
     def _persist(self, record: StepRecord) -> None:
@@ -838,14 +838,3 @@ def _change(parent: str, source: str | None) -> str:
 
 def _sha256(source: str) -> str:
     return hashlib.sha256(source.encode("utf-8")).hexdigest()
-
-
-def _jsonable(values: dict[str, Any]) -> dict[str, Any]:
-    """Template values as JSON (pydantic models dumped), for Prompt.context."""
-    return json.loads(json.dumps(values, default=_dump))
-
-
-def _dump(value: Any) -> Any:
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
-    raise TypeError(f"{type(value).__name__} is not JSON")

@@ -11,6 +11,7 @@ import difflib
 
 from pydantic import BaseModel, Field
 
+from htam_graph.llm.request import StepView
 from htam_graph.memory.models import Evidence, GlobalNode, GlobalScore, LocalNode, SimilarStep, StepUpdate, Transition
 from htam_graph.memory.outcome import COUNTER_NAMES, Counters
 from htam_graph.memory.scoring import FamilyEvidence, shrink
@@ -309,3 +310,8 @@ class StepState(BaseModel):
         """The candidate the step builds on: the best, or while the reference is the best,
         the fastest correct kernel (a correct kernel slower than eager is still the start)."""
         return self.fastest if self.best.source is None and self.fastest is not None else self.best
+
+    def view(self) -> StepView:
+        """The state as a backend that reads it rather than the prompts' text is given it
+        (LLMClient.directions and strategies; llm/request.py)."""
+        return StepView.model_validate(self)

@@ -22,6 +22,7 @@ from htam_graph.catalog.render import Header, render_candidate
 from htam_graph.catalog.strategies import STRATEGIES
 from htam_graph.catalog.variants import render
 from htam_graph.config import ScoringParams
+from htam_graph.llm.request import KernelRef, PastStep, Pick, Request, StepView, TaskRef
 from htam_graph.loop.evaluators import StandInEvaluator
 from htam_graph.loop.optimizer import Optimizer
 from htam_graph.loop.records import RunSummary, StepRecord
@@ -61,6 +62,11 @@ def run(task: str, method: Method, steps: int, tmp: Path, store: SQLiteStore, ru
     ).run()
 
 
+def built_on(source: str | None) -> StepView:
+    """A state whose best is `source` (all best_record reads)."""
+    return StepView(task=TaskRef(id="t", source=""), step_index=1, best=KernelRef(step_index=0, source=source))
+
+
 def steps(summary: RunSummary) -> list[StepRecord]:
     folder = Path(summary.folder) / "steps"
     return [StepRecord.model_validate_json(p.read_text()) for p in sorted(folder.glob("*.json"))]
@@ -89,8 +95,8 @@ def test_htam_applies_the_memorys_strategies_to_the_best_kernel(tmp_path: Path, 
         assert choice["local_id"] == record.local_id and choice["reason"]
     improved = [r for r in records if r.best_after > r.best_before]
     if len(improved) >= 2:  # a later improvement builds on the earlier one
-        first, later = best_record({"best": {"source": improved[0].final.source}})[1], improved[-1]
-        assert set(first) <= set(best_record({"best": {"source": later.final.source}})[1])
+        first, later = best_record(built_on(improved[0].final.source))[1], improved[-1]
+        assert set(first) <= set(best_record(built_on(later.final.source))[1])
 
 
 @pytest.mark.parametrize("method", [Method.HTAM, Method.HTAM_NO_PREFIX])
@@ -163,43 +169,37 @@ def test_while_the_reference_is_best_strategies_build_on_the_fastest_kernel() ->
     tiled = render_candidate(
         rec, Knobs(reg_tile=True), Header(CATALOG_MODEL, rec.describe(), [], [], ["data_reuse.register_tiling"])
     )
-    state = {
-        "task": {"source": task},
-        "best": {"step_index": None, "source": None, "speedup": 1.0, "feedback": None},
-        "fastest": {"step_index": 0, "source": tiled, "speedup": 0.6, "feedback": None},
-        "step_index": 1,
-        "path": [{"index": 0, "local_id": "data_reuse.register_tiling", "verdict": "ok"}],
-    }
-    second = client.generate({"state": state, "local": {"id": "memory_access.vectorized_float4"}, "glob": None})
-    knobs, applied = best_record({"best": {"source": second.split("```python\n", 1)[1]}})
+    state = StepView(
+        task=TaskRef(id="level2/4_Gemm_GELU", source=task),
+        best=KernelRef(),
+        fastest=KernelRef(step_index=0, source=tiled),
+        step_index=1,
+        path=(PastStep(index=0, local_id="data_reuse.register_tiling", verdict="ok"),),
+    )
+    second = client.generate(Request(state=state, local=Pick(id="memory_access.vectorized_float4")))
+    knobs, applied = best_record(built_on(second.split("```python\n", 1)[1]))
     assert knobs.reg_tile and knobs.vec, knobs
     assert applied == ["data_reuse.register_tiling", "memory_access.vectorized_float4"]
     # Once a kernel beats the reference it is the best, and the fastest is no longer given.
-    state["best"], state["fastest"] = {**state["fastest"], "speedup": 1.2}, None
+    state = state.model_copy(update={"best": state.fastest, "fastest": None})
     assert best_record(state)[0].reg_tile
 
 
 def test_the_first_step_starts_from_the_familys_first_kernel_until_a_step_fails() -> None:
     client = CatalogClient(CATALOG_MODEL)
     task = resolve_task("level1/20_Cumsum").source
-    state = {
-        "task": {"source": task},
-        "best": {"step_index": None, "source": None, "speedup": 1.0, "feedback": None},
-        "fastest": None,
-        "step_index": 0,
-        "path": [],
-    }
-    local = {"id": "compute_efficiency.unroll_and_specialize"}
-    first = client.generate({"state": state, "local": local, "glob": None})
+    state = StepView(task=TaskRef(id="level1/20_Cumsum", source=task), step_index=0)
+    local = Pick(id="compute_efficiency.unroll_and_specialize")
+    first = client.generate(Request(state=state, local=local))
     assert "first kernel for the family: reduction_sync.parallel_scan" in first
-    assert best_record({"best": {"source": first.split("```python\n", 1)[1]}})[1] == [
+    assert best_record(built_on(first.split("```python\n", 1)[1]))[1] == [
         "reduction_sync.parallel_scan", "compute_efficiency.unroll_and_specialize"
     ]  # fmt: skip
     # A step built on it failed and nothing correct came: the next builds on the plain base kernel.
-    state["step_index"], state["path"] = 1, [{"index": 0, "local_id": local["id"], "verdict": "incorrect"}]
-    second = client.generate({"state": state, "local": local, "glob": None})
+    failed = (PastStep(index=0, local_id=local.id, verdict="incorrect"),)
+    second = client.generate(Request(state=state.model_copy(update={"step_index": 1, "path": failed}), local=local))
     assert "first kernel" not in second
-    assert best_record({"best": {"source": second.split("```python\n", 1)[1]}})[1] == [local["id"]]
+    assert best_record(built_on(second.split("```python\n", 1)[1]))[1] == [local.id]
 
 
 def test_every_first_kernel_names_implemented_strategies_of_its_familys_order() -> None:
@@ -233,22 +233,19 @@ def test_the_first_kernel_follows_the_tasks_shapes(task: str, first: list[str]) 
 
 def test_directions_whose_strategies_were_all_tried_on_the_kernel_are_not_offered() -> None:
     client = CatalogClient(CATALOG_MODEL)
-    state = {
-        "task": {"source": resolve_task("level1/7_Softmax").source},
-        "best": {"step_index": None, "source": None, "speedup": 1.0, "feedback": None},
-        "fastest": None,
-        "step_index": 0,
-        "path": [],
-    }
+    state = StepView(task=TaskRef(id="level1/7_Softmax", source=resolve_task("level1/7_Softmax").source), step_index=0)
     offered = client.directions(state)
     assert offered and "memory_access" in offered
-    tried = [sid for sid in STRATEGIES if sid.startswith("memory_access.")]
-    state["path"] = [{"index": i, "local_id": sid, "verdict": "ok"} for i, sid in enumerate(tried)]
-    state["step_index"] = len(tried)
-    assert client.directions(state) == offered - {"memory_access"}
+
+    def after(tried: list[str]) -> StepView:
+        path = tuple(PastStep(index=i, local_id=sid, verdict="ok") for i, sid in enumerate(tried))
+        return state.model_copy(update={"path": path, "step_index": len(tried)})
+
+    assert client.directions(after([sid for sid in STRATEGIES if sid.startswith("memory_access.")])) == offered - {
+        "memory_access"
+    }
     # Once every strategy was tried on the kernel, every direction that composes is offered again.
-    state["path"] = [{"index": i, "local_id": sid, "verdict": "ok"} for i, sid in enumerate(STRATEGIES)]
-    assert client.directions(state) == offered
+    assert client.directions(after(list(STRATEGIES))) == offered
 
 
 def test_the_cli_runs_the_catalog_with_the_honest_defaults(tmp_path: Path) -> None:

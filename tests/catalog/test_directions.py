@@ -5,7 +5,6 @@ built)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -14,6 +13,7 @@ from htam_graph.catalog.families import recognize
 from htam_graph.catalog.knobs import Knobs
 from htam_graph.catalog.render import Header, render_candidate
 from htam_graph.catalog.strategies import STRATEGIES
+from htam_graph.llm.request import StepView
 from htam_graph.loop.runs import task_context
 from htam_graph.loop.state import Candidate, StepState
 from htam_graph.memory.seed import load_seed_bank
@@ -24,8 +24,8 @@ OWN = Path(__file__).with_name("tasks")
 GLOBALS = {g.id for g in load_seed_bank().global_nodes()}
 
 
-def state(task: str, best: str | None = None) -> dict[str, Any]:
-    """A step's state as the prompts (and directions) receive it: JSON."""
+def state(task: str, best: str | None = None) -> StepView:
+    """A step's state as directions() receives it."""
     resolved = load_task(OWN / f"{task}.py") if (OWN / f"{task}.py").exists() else resolve_task(task)
     step = StepState(
         method=Method.HTAM,
@@ -36,12 +36,12 @@ def state(task: str, best: str | None = None) -> dict[str, Any]:
         last=None,
         path=[],
     )
-    return step.model_dump(mode="json")
+    return step.view()
 
 
-def composing(client: CatalogClient, given: dict[str, Any]) -> set[str]:
+def composing(client: CatalogClient, given: StepView) -> set[str]:
     """The globals with a strategy that changes the best kernel, strategy by strategy."""
-    rec = recognize(given["task"]["source"])
+    rec = recognize(given.task.source)
     knobs = client._start(rec, given)[0]  # the best kernel, or the family's first kernel before one
     return {sid.split(".", 1)[0] for sid in STRATEGIES if not client._apply(rec, knobs, sid).reason}
 
@@ -68,7 +68,7 @@ def test_a_direction_whose_templates_are_all_in_the_best_kernel_is_no_longer_off
     client = CatalogClient(CATALOG_MODEL)
     base = state("level1/19_ReLU")
     assert "memory_access" in (client.directions(base) or set())
-    rec = recognize(base["task"]["source"])
+    rec = recognize(base.task.source)
     applied = ["memory_access.vectorized_float4", "memory_access.streaming_cache_hints",
                "memory_access.readonly_ldg_restrict"]  # fmt: skip
     best = render_candidate(

@@ -15,6 +15,7 @@ from htam_graph.catalog.knobs import Knobs
 from htam_graph.catalog.record import CatalogRecord, RecordBook, read_provenance, record_line, without_record
 from htam_graph.catalog.render import Header, render_candidate
 from htam_graph.catalog.space import kernel_code
+from htam_graph.llm.request import KernelRef, PastStep, Pick, Request, StepView, TaskRef
 from htam_graph.tasks import resolve_task
 
 TASK = "level2/4_Gemm_GELU"
@@ -26,14 +27,13 @@ def _candidate(knobs: Knobs, strategies: list[str]) -> str:
     return render_candidate(rec, knobs, Header(CATALOG_MODEL, rec.describe(), [], [], strategies))
 
 
-def _state(task: str, best: str) -> dict:
-    return {
-        "task": {"source": task},
-        "best": {"step_index": 0, "source": best, "speedup": 1.2, "feedback": None},
-        "fastest": None,
-        "step_index": 1,
-        "path": [{"index": 0, "local_id": TILING, "verdict": "ok"}],
-    }
+def _state(task: str, best: str) -> StepView:
+    return StepView(
+        task=TaskRef(id=TASK, source=task),
+        best=KernelRef(step_index=0, source=best),
+        step_index=1,
+        path=(PastStep(index=0, local_id=TILING, verdict="ok"),),
+    )
 
 
 def test_a_record_round_trips_through_its_line() -> None:
@@ -85,14 +85,14 @@ def test_a_malformed_record_reads_as_none_with_a_warning(line: str, caplog: pyte
     with caplog.at_level(logging.WARNING):
         assert read_provenance(f"import torch\n{line}\n") is None
     assert "not this catalog's" in caplog.text
-    assert best_record({"best": {"source": f"{line}\n"}, "fastest": None}) == (Knobs(), [])
+    assert best_record(_state("", f"{line}\n")) == (Knobs(), [])
 
 
 def test_the_client_reads_a_kernel_it_wrote_from_its_data_not_its_text() -> None:
     client = CatalogClient(CATALOG_MODEL)
     task = resolve_task(TASK).source
     tiled = _candidate(Knobs(reg_tile=True), [TILING])
-    answer = client.generate({"state": _state(task, tiled), "local": {"id": FLOAT4}, "glob": None})
+    answer = client.generate(Request(state=_state(task, tiled), local=Pick(id=FLOAT4)))
     written = answer.split("```python\n", 1)[1].removesuffix("```\n")
     held = client.records.held(written)
     assert held is not None and held.knobs == Knobs(reg_tile=True, vec=True) and held.applied == (TILING, FLOAT4)

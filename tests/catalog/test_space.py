@@ -7,6 +7,7 @@ from htam_graph.catalog.client import SPACE_MODEL, CatalogClient
 from htam_graph.catalog.families import recognize
 from htam_graph.catalog.knobs import Knobs
 from htam_graph.catalog.space import build_space, kernel_key, knobs_key, space_strategies, task_space
+from htam_graph.llm.request import Offer, Pick, Request, StepView, TaskRef
 from htam_graph.tasks import resolve_task
 
 
@@ -45,13 +46,8 @@ def test_the_key_ignores_the_header_and_the_record() -> None:
     assert knobs_key(Knobs()) == "base" and knobs_key(Knobs(vec=True, block=128)) == "block=128,vec=True"
 
 
-def _state(task_source: str, run_id: str, best: str | None = None, step: int = 0) -> dict:
-    candidate = {"step_index": None, "source": best, "speedup": 1.0, "feedback": None}
-    return {
-        "method": "htam", "run_id": run_id, "task": {"source": task_source}, "step_index": step, "steps": 6,
-        "best": candidate if best is None else {**candidate, "step_index": 0},
-        "fastest": None, "last": None, "path": [],
-    }  # fmt: skip
+def _state(task_source: str, run_id: str) -> StepView:
+    return StepView(run_id=run_id, task=TaskRef(id="t", source=task_source), step_index=0)
 
 
 def test_the_catalog_in_the_space_starts_at_the_base_and_stays_in_the_space() -> None:
@@ -64,7 +60,7 @@ def test_the_catalog_in_the_space_starts_at_the_base_and_stays_in_the_space() ->
     offered = client.strategies(_state(task.source, "r1"))
     assert offered == list(space.base.moves)  # the strategies that change the base kernel, in the space's order
     for sid in offered:
-        text = client.generate({"state": _state(task.source, "r1"), "local": {"id": sid}, "glob": None})
+        text = client.generate(Request(state=_state(task.source, "r1"), local=Pick(id=sid)))
         code = text.split("```python\n", 1)[1].rsplit("```", 1)[0]
         assert kernel_key(code) == space.base.moves[sid]
 
@@ -73,10 +69,9 @@ def test_the_catalog_in_the_space_draws_its_ties_by_run_not_by_the_expert_order(
     task = resolve_task("level1/10_RMSNorm")
     space = task_space(recognize(task.source))
     client = CatalogClient(SPACE_MODEL)
-    offered = [{"id": sid, "applies_to": ["any"], "outcomes": {"attempts": 0, "mean_reward": None}}
-               for sid in space.base.moves]  # fmt: skip
+    offered = tuple(Offer(id=sid, applies_to=("any",)) for sid in space.base.moves)
     picks = {
-        client.select_local({"state": _state(task.source, f"run-{i}"), "locals": offered})["local_id"]
+        client.select_local(Request(state=_state(task.source, f"run-{i}"), locals=offered))["local_id"]
         for i in range(12)
     }
     assert len(picks) > 1  # untried strategies tie: each run draws its own

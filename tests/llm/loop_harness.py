@@ -140,7 +140,8 @@ class RecordingWriter(LLMClient):
 
     def structured(self, prompt: Prompt, schema: type[T], max_tokens: int | None = None) -> tuple[T, Completion]:
         self.prompts.append(prompt)
-        answer: dict[str, Any] = {"local_id": prompt.context["locals"][0]["id"], "reason": "first offered"}
+        assert prompt.context is not None
+        answer: dict[str, Any] = {"local_id": prompt.context.locals[0].id, "reason": "first offered"}
         return schema.model_validate(answer), Completion(text=str(answer), model=self.model)
 
 

@@ -5,13 +5,35 @@ outcome, its note and the text of the strategy it applied."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from typing import NamedTuple
 
 from htam_graph.memory.sqlite_store import SQLiteStore
 from htam_graph.vocab import Method
 from tests.llm.loop_harness import RecordingWriter, run_loop
 
 GEMM = "level2/3_Gemm_Bias_ReLU"
+SHOWN = re.compile(r"- (?P<task_id>\S+) \(similarity (?P<weight>[\d.]+)\)(?:, `(?P<local_id>[^`]+)`)?: ")
+
+
+class Shown(NamedTuple):
+    """A similar step as the prompt shows it (prompts/_retrieved.j2)."""
+
+    task_id: str
+    weight: float
+    local_id: str | None
+    strategy: str | None  # its strategy's text, up to the line's end
+
+
+def shown_steps(user: str) -> list[Shown]:
+    """The similar steps a prompt shows, most similar first."""
+    shown: list[Shown] = []
+    for line in user.split("## Similar steps from the memory", 1)[1].splitlines():
+        if (m := SHOWN.match(line)) is not None:
+            strategy = line.split("  Strategy: ", 1)[1] if "  Strategy: " in line else None
+            shown.append(Shown(m["task_id"], float(m["weight"]), m["local_id"], strategy))
+    return shown
 
 
 def test_a_step_keeps_what_it_changed(tmp_path: Path) -> None:
@@ -31,19 +53,20 @@ def test_flat_shows_the_similar_steps_with_their_strategy_and_change(tmp_path: P
     writer = RecordingWriter()
     run_loop(Method.FLAT, writer, tmp_path)
     first = next(p for p in writer.prompts if p.template == "generate")
-    retrieved = first.context["retrieved"]
+    retrieved = shown_steps(first.user)
     # this task's steps first (the one that modified the reference, as this step does, at 1),
     # then the other task's at its tier
-    assert [r["task_id"] for r in retrieved] == ["level1/19_ReLU"] * 3 + [GEMM] * 2
-    assert [r["weight"] for r in retrieved][:3] == [1.0, 0.5, 0.5]
-    assert {r["weight"] for r in retrieved[3:]} <= {0.25, 0.125}
-    assert all(r["strategy"] is None for r in retrieved[:3])  # feedback applied none
+    assert [r.task_id for r in retrieved] == ["level1/19_ReLU"] * 3 + [GEMM] * 2
+    assert [r.weight for r in retrieved][:3] == [1.0, 0.5, 0.5]
+    assert {r.weight for r in retrieved[3:]} <= {0.25, 0.125}
+    assert all(r.local_id is None and r.strategy is None for r in retrieved[:3])  # feedback applied none
     with SQLiteStore(tmp_path / "memory.sqlite") as store:
         locals_ = {loc.id: loc for loc in store.get_locals()}
     for r in retrieved[3:]:
-        loc = locals_[r["local_id"]]
-        assert r["strategy"] == f"{loc.name}: {loc.pattern}"
-        assert f"  Strategy: {loc.name}: " in first.user
+        assert r.local_id is not None and r.strategy is not None
+        loc = locals_[r.local_id]
+        assert f"{loc.name}: {loc.pattern}".strip().startswith(r.strategy.removesuffix("..."))
+        assert r.strategy.startswith(f"{loc.name}: ")
     assert "Past steps of other runs, most similar first" in first.user
     # reward_from = parent: 0.797x against its parent, the reference
     assert "- level1/19_ReLU (similarity 1.0): ok, 0.797x, reward -0.33" in first.user

@@ -14,6 +14,7 @@ import pytest
 from pydantic import ValidationError
 
 from htam_graph.llm.base import Completion, Prompt, T
+from htam_graph.llm.request import Offer
 from htam_graph.loop.optimizer import DECLINE, MEMORY_BOUND_DIRECTIONS, choice_schema
 from htam_graph.loop.state import GlobalView, LocalView, Outcomes, TransitionView
 from htam_graph.memory.models import Evidence
@@ -43,8 +44,8 @@ class SchemaWriter(RecordingWriter):
         return schema.model_validate(answer), Completion(text=str(answer), model=self.model)
 
 
-def offered_locals(writer: RecordingWriter) -> list[list[dict[str, Any]]]:
-    return [p.context["locals"] for p in writer.prompts if p.template == "select_local"]
+def offered_locals(writer: RecordingWriter) -> list[tuple[Offer, ...]]:
+    return [p.context.locals for p in writer.prompts if p.template == "select_local" and p.context is not None]
 
 
 def test_a_compute_bound_gemm_is_offered_no_memory_access_and_no_conv_only_strategy(tmp_path: Path) -> None:
@@ -54,8 +55,8 @@ def test_a_compute_bound_gemm_is_offered_no_memory_access_and_no_conv_only_strat
         assert record.offered is not None and not MEMORY_BOUND_DIRECTIONS & set(record.offered)
         assert record.global_id not in MEMORY_BOUND_DIRECTIONS
     for offered in offered_locals(writer):
-        assert offered and all({"gemm_epilogue", "any"} & set(loc["applies_to"]) for loc in offered)
-        assert not {"algorithmic.implicit_gemm_conv", "fusion.conv_epilogue"} & {loc["id"] for loc in offered}
+        assert offered and all({"gemm_epilogue", "any"} & set(loc.applies_to) for loc in offered)
+        assert not {"algorithmic.implicit_gemm_conv", "fusion.conv_epilogue"} & {loc.id for loc in offered}
 
 
 def test_a_memory_bound_elementwise_task_keeps_memory_access_and_drops_tiling(tmp_path: Path) -> None:
@@ -63,9 +64,9 @@ def test_a_memory_bound_elementwise_task_keeps_memory_access_and_drops_tiling(tm
     _, records = run_loop(Method.HTAM_NO_HIERARCHY, writer, tmp_path)
     assert records[0].offered is None or "memory_access" in records[0].offered
     for offered in offered_locals(writer):
-        ids = {loc["id"] for loc in offered}
+        ids = {loc.id for loc in offered}
         assert "data_reuse.smem_tiling" not in ids and "fusion.conv_epilogue" not in ids
-        assert all({"elementwise", "any"} & set(loc["applies_to"]) for loc in offered)
+        assert all({"elementwise", "any"} & set(loc.applies_to) for loc in offered)
 
 
 def test_the_model_may_decline_and_the_memory_keeps_its_reason(tmp_path: Path) -> None:
@@ -75,7 +76,7 @@ def test_the_model_may_decline_and_the_memory_keeps_its_reason(tmp_path: Path) -
     first = records[0]
     assert first.global_id is not None and first.local_id is None and not first.local_fallback
     assert first.update.choice_reason == reason and first.update.declined
-    assert set(first.update.declined) == {loc["id"] for loc in offered_locals(writer)[0]}
+    assert set(first.update.declined) == {loc.id for loc in offered_locals(writer)[0]}
     assert first.events() == {}  # a decline is an answer, not a fallback
     generate = next(p for p in writer.prompts if p.template == "generate")
     assert "## The strategy to apply" not in generate.user and "## The direction for this step" in generate.user
@@ -112,7 +113,7 @@ def test_the_choice_schema_has_an_enum_and_a_description_for_the_model(tmp_path:
     writer = SchemaWriter()
     run_loop(Method.HTAM, writer, tmp_path, steps=1)
     (sent,) = writer.schemas
-    offered = [loc["id"] for loc in offered_locals(writer)[0]]
+    offered = [loc.id for loc in offered_locals(writer)[0]]
     assert sent.model_json_schema()["properties"]["local_id"]["enum"] == [*offered, DECLINE]
 
 

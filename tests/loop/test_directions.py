@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import pytest
 
 from htam_graph.config import ScoringParams
 from htam_graph.llm.base import Completion, LLMClient, Prompt, T
+from htam_graph.llm.request import StepView
 from htam_graph.loop.evaluators import HoldsNothing
 from htam_graph.loop.optimizer import Optimizer
 from htam_graph.loop.records import StepRecord
@@ -40,8 +41,8 @@ class Directed(LLMClient):
     def check(self) -> None:
         pass
 
-    def directions(self, state: dict[str, Any]) -> frozenset[str] | None:
-        assert state["task"]["id"] == "level1/19_ReLU" and isinstance(state["step_index"], int)  # the prompts' JSON
+    def directions(self, state: StepView) -> frozenset[str] | None:
+        assert state.task.id == "level1/19_ReLU" and isinstance(state.step_index, int)
         self.asked += 1
         return self.offered
 
@@ -49,7 +50,8 @@ class Directed(LLMClient):
         return Completion(text="No kernel this time.", model=self.model)
 
     def structured(self, prompt: Prompt, schema: type[T], max_tokens: int | None = None) -> tuple[T, Completion]:
-        answer = {"local_id": prompt.context["locals"][0]["id"]}
+        assert prompt.context is not None
+        answer = {"local_id": prompt.context.locals[0].id}
         return schema.model_validate(answer), Completion(text=json.dumps(answer), model=self.model)
 
 

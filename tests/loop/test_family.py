@@ -6,12 +6,14 @@ the strategy catalog's record of a strategy is conditioned the same way."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from htam_graph.catalog.client import SHRINK, _record
 from htam_graph.config import ScoringParams
 from htam_graph.llm.base import Completion, Prompt, T
+from htam_graph.llm.request import Offer
 from htam_graph.loop.optimizer import Optimizer
 from htam_graph.loop.runs import create_run
 from htam_graph.loop.state import LocalView
@@ -96,15 +98,15 @@ def test_htam_scores_with_the_family_and_htam_no_family_pooled(method: Method, t
 
 
 def test_a_strategy_record_is_shrunk_toward_the_pooled_record_by_the_family_evidence(tmp_path: Path) -> None:
-    pooled = {"attempts": 4, "mean_reward": 0.5}
-    loc = {"outcomes": pooled}
+    def loc(family: dict[str, Any] | None = None) -> Offer:
+        return Offer.model_validate({"id": "x", "outcomes": {"attempts": 4, "mean_reward": 0.5}, "family": family})
+
     base = 0.5 * 4 / (4 + SHRINK)
-    assert _record(loc) == base
-    assert _record({**loc, "family": None}) == base  # htam-no-family: no family record
-    assert _record({**loc, "family": {"family": "norm", "attempts": 0, "reward_sum": 0.0}}) == base  # none yet
-    record = _record({**loc, "family": {"family": "norm", "attempts": 3, "reward_sum": -3.0}})
+    assert _record(loc()) == base  # htam-no-family: no family record
+    assert _record(loc({"family": "norm", "attempts": 0, "reward_sum": 0.0})) == base  # none yet
+    record = _record(loc({"family": "norm", "attempts": 3, "reward_sum": -3.0}))
     assert record == pytest.approx((-3.0 + SHRINK * base) / (3 + SHRINK))
-    many = _record({**loc, "family": {"family": "norm", "attempts": 10**9, "reward_sum": -(10**9)}})
+    many = _record(loc({"family": "norm", "attempts": 10**9, "reward_sum": -(10**9)}))
     assert many == pytest.approx(-1.0, abs=1e-8)
 
 
@@ -123,4 +125,4 @@ def test_the_loop_fallback_ranks_by_the_same_conditioned_record(tmp_path: Path) 
     assert other.shrunk_mean_reward(2.0) == pooled.shrunk_mean_reward(2.0) == pytest.approx(3 / 5)
     assert conditioned.family is not None and conditioned.family.attempts == 3
     assert conditioned.shrunk_mean_reward(2.0) == pytest.approx((3 + 2 * 3 / 5) / 5)
-    assert _record(conditioned.model_dump()) == pytest.approx(conditioned.shrunk_mean_reward(SHRINK))
+    assert _record(Offer.model_validate(conditioned)) == pytest.approx(conditioned.shrunk_mean_reward(SHRINK))

@@ -50,7 +50,8 @@ class Writer(LLMClient):
         return Completion(text=f"```python\n{code}```", model=self.model)
 
     def structured(self, prompt: Prompt, schema: type[T], max_tokens: int | None = None) -> tuple[T, Completion]:
-        answer: dict[str, Any] = {"local_id": prompt.context["locals"][0]["id"]}
+        assert prompt.context is not None
+        answer: dict[str, Any] = {"local_id": prompt.context.locals[0].id}
         return schema.model_validate(answer), Completion(text=str(answer), model=self.model)
 
 

@@ -92,7 +92,10 @@ def _cases() -> list[tuple[str, str, str]]:
     return cases
 
 
-@pytest.fixture(scope="module")
+# One per pytest worker, for the whole session: the shards run apart (xdist hands them out
+# between other tests, longest first), and each would otherwise build the shim's precompiled
+# header again. Libraries in it are named by their sources' digests, so sharing is safe.
+@pytest.fixture(scope="session")
 def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if shutil.which("g++") is None:
         if IN_CI:

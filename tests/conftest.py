@@ -195,17 +195,45 @@ def _nvcc_missing() -> str | None:
 _NAMED_SERVER = bool(os.environ.get(URI_VAR))
 
 
+# The suite's longest tests (seconds in CI on two busy cores, measured), run first: pytest-
+# xdist hands out tests in collection order (its groups first), so a long test collected
+# last (the README walk sits at the end of tests/) would run alone at the end while the
+# other worker idles. Only the order changes; a test missing here keeps its place.
+LONGEST_FIRST = {
+    "tests/test_readme_walk.py::test_the_readme_walks_on_a_cpu_without_a_key": 200,
+    "tests/loop/test_table.py::test_a_train_test_comparison_gives_the_same_runs_from_any_folder": 96,
+    "tests/cli/test_widths.py::test_every_command_reads_at_80_and_200_columns": 92,
+    "tests/memory/test_import_crash.py::test_killing_the_server_mid_import_and_mid_export": 86,
+    "tests/loop/test_table.py::test_a_train_test_comparison_runs_and_reports_paired_differences": 74,
+    "tests/test_neo4j_server.py::test_start_never_changes_an_existing_password": 72,
+    "tests/catalog/test_kernels_build.py::test_every_variant_passes_the_static_checks_and_builds": 69,
+    "tests/catalog/test_kernels_cpu.py::test_every_task_matches_its_reference_in_base_and_tuned_kernels": 65,
+    "tests/loop/test_table.py::test_a_replay_bench_of_htam_and_its_controls_runs_on_the_cpu": 61,
+    "tests/cli/test_newcomer.py::test_every_command_that_takes_a_memory_file_takes_an_export": 43,
+    "tests/loop/test_table.py::test_flat_learns_its_memory_in_a_train_test_comparison": 41,
+    "tests/loop/test_optimize.py::test_a_run_killed_mid_step_resumes_to_the_same_memory": 30,
+    "tests/bench/test_bench.py::test_a_killed_bench_continues_where_it_stopped_and_runs_nothing_twice": 23,
+    "tests/catalog/test_kernels_cpu.py::test_the_simulator_tells_3xtf32_from_plain_tf32": 19,
+}
+
+
+def _expected_s(item: pytest.Item) -> int:
+    return LONGEST_FIRST.get(item.nodeid.split("[")[0], 0)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Under pytest-xdist (`-n N --dist loadgroup`) each worker starts a Neo4j of its own, and
     the tests on the memory filled by real runs (tests/analytics/conftest.py) go to one
     worker, which fills it once. A server named by HTAM_TEST_NEO4J_URI is one for all
-    workers, and each test empties it: then every test of Neo4j goes to one worker."""
+    workers, and each test empties it: then every test of Neo4j goes to one worker.
+    The longest tests come first (LONGEST_FIRST), the longest of them first."""
     for item in items:
         fixtures = getattr(item, "fixturenames", ())
         if _NAMED_SERVER and (item.get_closest_marker("neo4j") or "_neo4j_session_store" in fixtures):
             item.add_marker(pytest.mark.xdist_group("neo4j"))
         elif "filled_neo4j" in fixtures:
             item.add_marker(pytest.mark.xdist_group("filled-memory"))
+    items.sort(key=lambda item: -_expected_s(item))  # stable: the rest keep their order
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -34,10 +34,9 @@ class EvalConfig(BaseModel):
     static_checks: bool = Field(True, description="False only to exercise the run-time checks alone")
     sandbox: bool = Field(
         ON_BY_DEFAULT,
-        description="confine builds and candidate processes (runner/sandbox.py; --sandbox). Off by default "
-        "(sandbox.ON_BY_DEFAULT) until the fix for CUDA in a confined process (error 304 on the H200) is verified "
-        "on the GPU (docs/threat-model.md); unconfined, generated code runs with the judge's privileges, and "
-        "results say so",
+        description="confine builds and candidate processes (runner/sandbox.py; --sandbox, the default: "
+        "sandbox.ON_BY_DEFAULT, docs/threat-model.md); with --no-sandbox generated code runs with the judge's "
+        "privileges, and results say so",
     )
     compile_reference: bool = Field(False, description="also time torch.compile of the reference")
     reference_only: bool = Field(

@@ -21,12 +21,13 @@ from click.testing import CliRunner
 
 from htam_graph.bench.metrics import per_family, task_metrics, unseen_progress
 from htam_graph.bench.plan import BenchManifest, Layout, MemorySource, streams
-from htam_graph.bench.report import per_task_table, write_report
+from htam_graph.bench.report import per_task_table, sandbox_text, write_report
 from htam_graph.bench.results import collect, task_family
 from htam_graph.bench.worker import read_snapshot
 from htam_graph.cli import cli
 from htam_graph.errors import UserError
 from htam_graph.memory.sqlite_store import SQLiteStore
+from htam_graph.runner.sandbox import ON_BY_DEFAULT
 from htam_graph.tasks import builtin_suite_dir, load_tasks
 from tests.bench.example import bench_args, environment, htam
 from tests.bench.fake_llm import MODEL, SCRIPT, BenchAnthropic, env
@@ -200,7 +201,7 @@ def test_the_report_says_where_its_numbers_come_from(finished):
         "by_family = true, by_shape = false, deadband = 0.03 |" in report
     )
     assert f"anthropic:{MODEL}" in report and "not timed: the stand-in evaluator does not time it" in report
-    assert "| sandbox | **off** (--no-sandbox): generated code ran unconfined, with this user's privileges |" in report
+    assert f"| sandbox | {sandbox_text('stand-in', ON_BY_DEFAULT)} |" in report  # the default, said as it is
     for method in METHODS:
         assert f"| **{method}** |" in report
     assert (

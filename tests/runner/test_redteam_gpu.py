@@ -59,7 +59,7 @@ def _expected(entry: dict[str, Any], static_checks: bool, sandbox: bool) -> list
 
 @pytest.mark.parametrize(
     ("static_checks", "sandbox"),
-    [(True, ON_BY_DEFAULT), (False, ON_BY_DEFAULT), (False, True)],
+    [(True, ON_BY_DEFAULT), (False, False), (False, True)],
     ids=["as-users-run-it", "run-time-checks-alone", "run-time-checks-and-sandbox"],
 )
 def test_redteam_suite(static_checks: bool, sandbox: bool):
